@@ -1,0 +1,1 @@
+"""rewardsmith: rewards for RL post-training of language models."""

@@ -1,0 +1,265 @@
+"""How a reward function is called: arguments injected by name, results read into one type.
+
+A reward is a plain function, sync or async. It asks for what it needs by parameter name:
+
+=========================  ==========================================================
+parameter                  value
+=========================  ==========================================================
+completion, response       the completion's text (the last assistant message)
+answer, label, ground_truth the reference answer (any JSON value, may be None)
+prompt                     the prompt's text (the last user message)
+metadata                   the rollout's metadata dict
+truncated                  True when the completion was cut at the length limit
+rollout, sample            the whole ``Rollout``
+id, group                  the rollout's id and group
+**kwargs                   all of the above, by their first names
+=========================  ==========================================================
+
+A *group* reward (declared with ``@group_reward``) gets the plural names (``completions``,
+``answers``/``labels``, ``prompts``, ``metadatas``, ``truncateds``, ``rollouts``/``samples``)
+for the whole group and returns one value per rollout.
+
+It returns a number or bool, None (abstain: the rollout is masked), a dict (``reward_key`` names
+the value; other numeric keys become metrics), a ``Score`` or a ``ComponentResult``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import numbers
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from .errors import ConfigError
+from .types import ComponentResult, Rollout, Score, Status
+
+__all__ = [
+    "group_reward",
+    "is_group_reward",
+    "is_async_reward",
+    "make_binder",
+    "make_group_binder",
+    "to_component_result",
+    "run_coroutine_sync",
+    "call_any",
+]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+_GROUP_FLAG = "__rewardsmith_group__"
+
+_SINGLE_FIELDS: dict[str, Callable[[Rollout], Any]] = {
+    "completion": lambda r: r.text,
+    "response": lambda r: r.text,
+    "answer": lambda r: r.answer,
+    "label": lambda r: r.answer,
+    "ground_truth": lambda r: r.answer,
+    "prompt": lambda r: r.prompt_text,
+    "metadata": lambda r: r.metadata,
+    "truncated": lambda r: r.truncated,
+    "rollout": lambda r: r,
+    "sample": lambda r: r,
+    "id": lambda r: r.id,
+    "group": lambda r: r.group,
+}
+# What **kwargs receives: each field once, by its first name.
+_KWARGS_FIELDS = ("completion", "answer", "prompt", "metadata", "truncated", "rollout", "id", "group")
+
+_GROUP_FIELDS: dict[str, Callable[[Sequence[Rollout]], Any]] = {
+    "completions": lambda rs: [r.text for r in rs],
+    "responses": lambda rs: [r.text for r in rs],
+    "answers": lambda rs: [r.answer for r in rs],
+    "labels": lambda rs: [r.answer for r in rs],
+    "ground_truths": lambda rs: [r.answer for r in rs],
+    "prompts": lambda rs: [r.prompt_text for r in rs],
+    "metadatas": lambda rs: [r.metadata for r in rs],
+    "truncateds": lambda rs: [r.truncated for r in rs],
+    "rollouts": lambda rs: list(rs),
+    "samples": lambda rs: list(rs),
+    "ids": lambda rs: [r.id for r in rs],
+}
+_GROUP_KWARGS_FIELDS = ("completions", "answers", "prompts", "metadatas", "truncateds", "rollouts")
+
+
+def group_reward(func: F) -> F:
+    """Declare ``func`` a group reward: it receives the whole group, returns one value each."""
+    setattr(func, _GROUP_FLAG, True)
+    return func
+
+
+def is_group_reward(func: Callable[..., Any]) -> bool:
+    return bool(getattr(func, _GROUP_FLAG, False))
+
+
+def is_async_reward(func: Callable[..., Any]) -> bool:
+    target = getattr(func, "__call__", None) if not inspect.isroutine(func) else func
+    return inspect.iscoroutinefunction(func) or (
+        target is not None and inspect.iscoroutinefunction(target)
+    )
+
+
+def _plan(
+    func: Callable[..., Any],
+    params: Mapping[str, Any],
+    fields: Mapping[str, Callable[[Any], Any]],
+    kwargs_fields: Sequence[str],
+    what: str,
+) -> tuple[list[tuple[str, Callable[[Any], Any]]], dict[str, Any]]:
+    """Which fields to inject and which params to bind; rejects params the function can't take."""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"cannot read the signature of {what}: {exc}") from exc
+    injected: list[tuple[str, Callable[[Any], Any]]] = []
+    accepts_var_kw = False
+    names = set()
+    for name, parameter in signature.parameters.items():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            accepts_var_kw = True
+            continue
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            continue
+        names.add(name)
+        if name in params:
+            continue
+        if name in fields:
+            injected.append((name, fields[name]))
+        elif parameter.default is inspect.Parameter.empty:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(
+                f"{what} needs a value for parameter {name!r}, which is neither a rollout field "
+                f"({known}) nor given in params"
+            )
+    unknown = [k for k in params if k not in names]
+    if unknown and not accepts_var_kw:
+        raise ConfigError(
+            f"{what} takes no parameter(s) {', '.join(map(repr, unknown))}; "
+            f"it accepts: {', '.join(sorted(names)) or 'nothing'}"
+        )
+    if accepts_var_kw:
+        have = {name for name, _ in injected} | set(params) | names
+        for name in kwargs_fields:
+            if name not in have:
+                injected.append((name, fields[name]))
+    return injected, dict(params)
+
+
+def make_binder(
+    func: Callable[..., Any], params: Mapping[str, Any] | None = None, *, what: str = "reward"
+) -> Callable[[Rollout], Any]:
+    """A function ``call(rollout)`` that calls ``func`` with injected fields and bound params."""
+    injected, constants = _plan(func, params or {}, _SINGLE_FIELDS, _KWARGS_FIELDS, what)
+    if len(injected) == 2 and not constants:
+        (n1, g1), (n2, g2) = injected
+        return lambda r: func(**{n1: g1(r), n2: g2(r)})
+
+    def call(rollout: Rollout) -> Any:
+        kwargs = dict(constants)
+        for name, getter in injected:
+            kwargs[name] = getter(rollout)
+        return func(**kwargs)
+
+    return call
+
+
+def make_group_binder(
+    func: Callable[..., Any], params: Mapping[str, Any] | None = None, *, what: str = "reward"
+) -> Callable[[Sequence[Rollout]], Any]:
+    """Like ``make_binder`` for a group reward: ``call(rollouts)``."""
+    injected, constants = _plan(func, params or {}, _GROUP_FIELDS, _GROUP_KWARGS_FIELDS, what)
+
+    def call(rollouts: Sequence[Rollout]) -> Any:
+        kwargs = dict(constants)
+        for name, getter in injected:
+            kwargs[name] = getter(rollouts)
+        return func(**kwargs)
+
+    return call
+
+
+def to_component_result(value: Any, reward_key: str = "reward") -> ComponentResult:
+    """Read whatever a reward returned as one ``ComponentResult`` (never raises)."""
+    if isinstance(value, bool):
+        return ComponentResult(1.0 if value else 0.0)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if math.isfinite(number):
+            return ComponentResult(number)
+        return ComponentResult.failed(Status.ERROR, f"reward returned a non-finite value ({number})")
+    if value is None:
+        return ComponentResult(None, Status.MASKED, None)
+    if isinstance(value, ComponentResult):
+        return value
+    if isinstance(value, Score):
+        if value.reward is None:
+            return ComponentResult(
+                None, value.status if value.status is not Status.OK else Status.MASKED,
+                "; ".join(value.errors.values()) or None, dict(value.metrics),
+            )
+        inner = to_component_result(value.reward)
+        inner.metrics.update(value.metrics)
+        return inner
+    if isinstance(value, Mapping):
+        key = reward_key if reward_key in value else ("score" if "score" in value else None)
+        if key is None:
+            keys = ", ".join(map(repr, list(value)[:8]))
+            return ComponentResult.failed(
+                Status.ERROR, f"reward returned a dict without {reward_key!r} (keys: {keys})"
+            )
+        result = to_component_result(value[key])
+        for name, extra in value.items():
+            if name != key and isinstance(extra, (int, float)) and not isinstance(extra, bool):
+                if math.isfinite(float(extra)):
+                    result.metrics[str(name)] = float(extra)
+            elif name != key and isinstance(extra, bool):
+                result.metrics[str(name)] = 1.0 if extra else 0.0
+        return result
+    # numpy scalars that are not numbers.Real (e.g. numpy.bool_) and 0-d arrays
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            return to_component_result(item(), reward_key)
+        except Exception:  # noqa: BLE001 - reported below as a bad return type
+            pass
+    return ComponentResult.failed(
+        Status.ERROR,
+        f"reward returned {type(value).__name__}, expected a number, bool, None, dict or Score",
+    )
+
+
+def run_coroutine_sync(awaitable: Awaitable[T]) -> T:
+    """Run ``awaitable`` to completion from sync code, even when a loop already runs here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(_as_coroutine(awaitable))
+    box: dict[str, Any] = {}
+
+    def runner() -> None:
+        try:
+            box["value"] = asyncio.run(_as_coroutine(awaitable))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=runner, name="rewardsmith-sync-bridge", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+async def _as_coroutine(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+def call_any(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a sync or async function from sync code and return its result."""
+    result = func(*args, **kwargs)
+    if inspect.isawaitable(result):
+        return run_coroutine_sync(result)
+    return result

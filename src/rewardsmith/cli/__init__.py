@@ -1,0 +1,14 @@
+"""``rewardsmith`` on the command line. Each verb lives in its own module and stays thin:
+build the library object, call one method, map errors to a message and an exit status."""
+
+from __future__ import annotations
+
+from . import list_cmd as _list_cmd  # noqa: F401
+from . import score_cmd as _score_cmd  # noqa: F401
+from ._app import app
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    app()

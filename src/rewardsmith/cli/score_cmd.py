@@ -1,0 +1,161 @@
+"""``rewardsmith score`` and ``rewardsmith demo``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import IO
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+from ..rubric import Rubric
+from ..scoring import ScoreJob, ScoreResult
+from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors
+from .render import render_summary
+
+
+def load_rubric(rubric: Path | None, reward: str | None, params: list[str] | None) -> Rubric:
+    """The rubric named on the command line: a YAML file, or one reward by name."""
+    if rubric is not None and reward is not None:
+        raise fail("give either --rubric or --reward, not both")
+    if rubric is not None:
+        if params:
+            raise fail("--param goes with --reward; put params in the rubric file instead")
+        return Rubric.from_yaml(rubric)
+    if reward is not None:
+        return Rubric.single(reward, params=parse_params(params or []))
+    raise fail("missing --rubric RUBRIC.yaml (or --reward NAME for a single reward)")
+
+
+def parse_params(items: list[str]) -> dict[str, object]:
+    """``k=v`` pairs; values are read as YAML scalars (numbers, booleans, strings)."""
+    import yaml
+
+    params: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise fail(f"--param {item!r}: expected key=value")
+        try:
+            params[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError:
+            params[key.strip()] = value
+    return params
+
+
+@contextlib.contextmanager
+def _progress(enabled: bool) -> Iterator[Progress | None]:
+    if not enabled:
+        yield None
+        return
+    with Progress("[progress.description]{task.description}", BarColumn(),
+                  MofNCompleteColumn(), TimeRemainingColumn(), console=err_console,
+                  transient=True) as bar:
+        yield bar
+
+
+def run_score_job(job: ScoreJob, rollouts: Path, output: IO[str] | None,
+                  show_progress: bool) -> ScoreResult:
+    with _progress(show_progress) as bar:
+        task = bar.add_task("scoring", total=None) if bar is not None else None
+
+        def progress(done: int, total: int) -> None:
+            if bar is not None and task is not None:
+                bar.update(task, completed=done, total=total)
+
+        return job.run(rollouts, output, progress=progress)
+
+
+@app.command("score")
+@handle_errors
+def score(
+    rollouts: Path = typer.Argument(..., help="Rollout JSONL (one object a line).",
+                                    dir_okay=False),
+    rubric: Path | None = typer.Option(None, "--rubric", "-r", help="Rubric YAML file."),
+    reward: str | None = typer.Option(None, "--reward", help="Score with one reward instead "
+                                      "of a rubric (built-in name or import path)."),
+    param: list[str] | None = typer.Option(None, "--param", "-p", help="k=v for --reward."),
+    output: str = typer.Option("-", "--output", "-o", help="Scored JSONL path; '-' is stdout."),
+    on_bad_line: str = typer.Option("fail", "--on-bad-line",
+                                    help="'fail' stops at the first unreadable line; 'skip' "
+                                    "reports it and goes on."),
+    workers: int | None = typer.Option(None, "--workers", "-w", min=0,
+                                       help="Worker processes (default: one per core; 0 runs "
+                                       "in-process without hard timeouts)."),
+    max_concurrency: int = typer.Option(64, "--max-concurrency", min=1,
+                                        help="Async reward calls at once."),
+    max_error_rate: float = typer.Option(0.01, "--max-error-rate", min=0.0, max=1.0,
+                                         help="Exit 1 when more than this fraction of "
+                                         "rollouts errored or timed out."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no summary."),
+) -> None:
+    """Score rollouts with a rubric and print a summary.
+
+    Example: rewardsmith score rollouts.jsonl --rubric rubric.yaml -o scored.jsonl
+    """
+    if on_bad_line not in ("fail", "skip"):
+        raise fail(f"--on-bad-line must be 'fail' or 'skip', not {on_bad_line!r}")
+    chosen = load_rubric(rubric, reward, param)
+    job = ScoreJob(chosen, workers=workers, max_concurrency=max_concurrency,
+                   on_bad_line=on_bad_line, keep_scores=False)  # type: ignore[arg-type]
+    show_progress = not quiet and err_console.is_terminal
+    if output == "-":
+        result = run_score_job(job, rollouts, sys.stdout, show_progress)
+    else:
+        try:
+            handle = open(output, "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise fail(f"cannot write {output!r}: {exc.strerror or exc}") from None
+        with handle:
+            result = run_score_job(job, rollouts, handle, show_progress)
+    _report(result, as_json=as_json, quiet=quiet, target=err_console)
+    if result.summary.error_rate > max_error_rate:
+        err_console.print(
+            f"[red]{result.summary.failed} of {result.summary.rollouts} rollouts errored or timed "
+            f"out ({result.summary.error_rate:.1%} > --max-error-rate {max_error_rate:.1%})[/]"
+        )
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _report(result: ScoreResult, *, as_json: bool, quiet: bool, target: Console) -> None:
+    if as_json:
+        target.print_json(json.dumps(result.summary.to_dict()))
+    elif not quiet:
+        render_summary(result.summary, target)
+
+
+@app.command("demo")
+@handle_errors
+def demo(
+    output: str | None = typer.Option(None, "--output", "-o",
+                                      help="Also write the scored JSONL here."),
+    workers: int | None = typer.Option(None, "--workers", "-w", min=0),
+) -> None:
+    """Score the bundled sample of GSM8K-style rollouts with the bundled rubric.
+
+    Example: rewardsmith demo -o demo-scored.jsonl
+    """
+    data = resources.files("rewardsmith") / "data"
+    with resources.as_file(data / "demo_rubric.yaml") as rubric_path, \
+            resources.as_file(data / "demo_rollouts.jsonl") as rollouts_path:
+        console.print(f"[bold]rewardsmith demo[/]: scoring {rollouts_path.name} with "
+                      f"{rubric_path.name}\n")
+        console.print(rubric_path.read_text(encoding="utf-8"), markup=False, highlight=False)
+        job = ScoreJob(Rubric.from_yaml(rubric_path), workers=workers)
+        handle = open(output, "w", encoding="utf-8") if output else None  # noqa: SIM115
+        try:
+            result = job.run(rollouts_path, handle)
+        finally:
+            if handle is not None:
+                handle.close()
+    render_summary(result.summary, console)
+    console.print("\nfirst scored rollouts:")
+    for score_ in result.scores[:4]:
+        console.print(json.dumps(score_.to_dict()), markup=False, highlight=False)

@@ -1,0 +1,589 @@
+"""The scoring engine: one call per group, hard timeouts, crash isolation, async rewards.
+
+Sync (CPU-bound) rewards run in worker processes (``rewardsmith.workers``) so a call past its
+timeout is killed for real. Async rewards and judges run concurrently on the engine's own event
+loop, under ``max_concurrency``. Results always come back in input order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import threading
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from typing import Any, Protocol, Union, cast
+
+from .calling import make_binder, make_group_binder, to_component_result
+from .loading import load_reward
+from .rubric import Component, Rubric
+from .types import ComponentResult, Rollout, Score, Status
+from .workers import ERROR, OK, WorkerPool, default_worker_count, format_exception
+
+__all__ = ["Engine", "ResultCache", "score_rollouts"]
+
+_STATUS_CODES = (Status.OK, Status.ERROR, Status.TIMEOUT, Status.MASKED)
+_CODE_OF = {status: code for code, status in enumerate(_STATUS_CODES)}
+RolloutTuple = tuple[str, str, Any, Any, Any, dict[str, Any], bool]
+Compact = tuple[float | None, int, str | None, dict[str, float] | None]
+Cell = Union[float, ComponentResult, None]  # a bare float is an ok result without metrics
+
+
+class ResultCache(Protocol):
+    """Where component results are kept between runs (see ``rewardsmith.store``)."""
+
+    def lookup(self, component_id: str, keys: Sequence[str]) -> dict[str, ComponentResult]: ...
+
+    def record(self, component_id: str, results: Mapping[str, ComponentResult]) -> None: ...
+
+
+def _compact(result: ComponentResult) -> float | Compact:
+    # The common case (ok, no metrics) travels as a bare float: cheap to pickle and to combine.
+    if result.status is Status.OK and not result.metrics and type(result.value) is float:
+        return result.value
+    return (result.value, _CODE_OF[result.status], result.error, result.metrics or None)
+
+
+def _expand(compact: float | Compact) -> ComponentResult:
+    if type(compact) is float:
+        return ComponentResult(compact)
+    value, code, error, metrics = compact  # type: ignore[misc]
+    return ComponentResult(value, _STATUS_CODES[code], error, metrics or {})
+
+
+def _as_tuple(rollout: Rollout) -> RolloutTuple:
+    return (rollout.id, rollout.group, rollout.prompt, rollout.completion, rollout.answer,
+            rollout.metadata, rollout.truncated)
+
+
+class _SyncProgram:
+    """Runs the rubric's sync rewards inside a worker process; built lazily there."""
+
+    def __init__(self, components: Sequence[Component]):
+        # Import paths travel as text and are imported in the worker exactly as in the parent;
+        # Python callables travel by value (cloudpickle).
+        self.specs = [
+            (c.reward if isinstance(c.reward, str) else c.func, c.params, c.reward_key, c.group,
+             c.name)
+            for c in components
+        ]
+        self._binders: list[Callable[[Any], Any]] | None = None
+        self._last: tuple[int, Rollout] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"specs": self.specs}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.specs = state["specs"]
+        self._binders = None
+        self._last = None
+
+    def _build(self) -> list[Callable[[Any], Any]]:
+        binders = []
+        for reward, params, _key, group, name in self.specs:
+            func = load_reward(reward).func if isinstance(reward, str) else reward
+            maker = make_group_binder if group else make_binder
+            binders.append(maker(func, params, what=f"component {name!r}"))
+        return binders
+
+    def _rollout(self, data: RolloutTuple) -> Rollout:
+        # Consecutive calls for one rollout share the same tuple (pickle keeps the identity).
+        last = self._last
+        if last is not None and last[0] == id(data):
+            return last[1]
+        rollout = Rollout(*data)
+        self._last = (id(data), rollout)
+        return rollout
+
+    def __call__(self, item: tuple[int, Any]) -> Any:
+        if self._binders is None:
+            self._binders = self._build()
+        index, payload = item
+        reward_key = self.specs[index][2]
+        if self.specs[index][3]:
+            rollouts = [Rollout(*data) for data in payload]
+            return [_compact(r) for r in _group_results(self._binders[index](rollouts),
+                                                         len(rollouts), reward_key)]
+        value = self._binders[index](self._rollout(payload))
+        if type(value) is float and value - value == 0.0:  # finite float: the fast path
+            return value
+        return _compact(to_component_result(value, reward_key))
+
+
+def _group_results(values: Any, size: int, reward_key: str) -> list[ComponentResult]:
+    """A group reward's return value as one result per rollout (a wrong length is an error)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        message = f"group reward returned {type(values).__name__}, expected a list of {size}"
+        return [ComponentResult.failed(Status.ERROR, message) for _ in range(size)]
+    items = list(values)
+    if len(items) != size:
+        message = f"group reward returned {len(items)} values for a group of {size}"
+        return [ComponentResult.failed(Status.ERROR, message) for _ in range(size)]
+    return [to_component_result(v, reward_key) for v in items]
+
+
+class _LoopThread:
+    """A private event loop in a daemon thread: async rewards and judges always run here."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="rewardsmith-loop",
+                                        daemon=True)
+        self._thread.start()
+
+    def submit(self, coro: Any) -> Future[Any]:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def close(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+class Engine:
+    """Scores groups of rollouts with a rubric.
+
+    ``workers`` sets the number of worker processes for sync rewards (default: the cores this
+    process may use). ``workers=0`` runs them in this process: faster to start, but with no hard
+    timeouts, so only for trusted, quick rewards. ``max_concurrency`` bounds async calls.
+    """
+
+    def __init__(
+        self,
+        rubric: Rubric,
+        *,
+        workers: int | None = None,
+        max_concurrency: int = 64,
+        batch_rollouts: int = 1024,
+        cache: ResultCache | None = None,
+        store_path: str | None = None,
+    ):
+        rubric.resolve()
+        self.rubric = rubric
+        self.workers = default_worker_count() if workers is None else workers
+        if self.workers < 0:
+            raise ValueError(f"workers must be >= 0, not {self.workers}")
+        self.max_concurrency = max_concurrency
+        self.batch_rollouts = max(1, batch_rollouts)
+        self.cache = cache
+        self._sync = [c for c in rubric.components if not c.is_async]
+        self._async = [c for c in rubric.components if c.is_async]
+        self._program = _SyncProgram(self._sync)
+        self._program_key = f"rubric:{rubric.id}:{id(self)}"
+        self._pool: WorkerPool | None = None
+        self._loop: _LoopThread | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._lock = threading.Lock()
+        self.calls = 0  # reward calls made (not replayed from the cache)
+        self.store_path = store_path
+        self._evaluators = [c.evaluator for c in rubric.components if c.evaluator is not None]
+        self._checked = False
+        if store_path is not None:
+            for evaluator in self._evaluators:
+                attach = getattr(evaluator, "attach_store", None)
+                if attach is not None:
+                    attach(store_path)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _ensure_started(self) -> _LoopThread:
+        with self._lock:
+            if self._loop is None:
+                self._loop = _LoopThread()
+            if self._pool is None and self._sync and self.workers > 0:
+                self._pool = WorkerPool(self.workers)
+                self._pool.register(self._program_key, self._program)
+            return self._loop
+
+    def check(self) -> None:
+        """Check every evaluator (judge endpoints) now; raise before anything is scored."""
+        if self._checked:
+            return
+        loop = self._ensure_started()
+        loop.submit(self._check_all()).result()
+        self._checked = True
+
+    async def _check_all(self) -> None:
+        for evaluator in self._evaluators:
+            check = getattr(evaluator, "check", None)
+            if check is not None:
+                await check()
+
+    def usage(self) -> dict[str, dict[str, float]]:
+        """Usage of every evaluator that reports it (judge calls, tokens, cost), by client."""
+        out: dict[str, dict[str, float]] = {}
+        for evaluator in self._evaluators:
+            usage = getattr(evaluator, "usage", None)
+            key = getattr(evaluator, "usage_key", None)
+            if usage is not None:
+                out[key() if key is not None else type(evaluator).__name__] = dict(usage())
+        return out
+
+    def close(self) -> None:
+        """Stop worker processes and the event loop."""
+        if self._loop is not None:
+            closers = [getattr(e, "close", None) for e in self._evaluators]
+            closers = [c for c in closers if c is not None]
+            if closers:
+                async def close_all() -> None:
+                    for closer in closers:
+                        result = closer()
+                        if asyncio.iscoroutine(result):
+                            await result
+                try:
+                    self._loop.submit(close_all()).result(timeout=10)
+                except Exception:  # noqa: BLE001 - closing must not raise over a real error
+                    pass
+        with self._lock:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+            if self._loop is not None:
+                self._loop.close()
+                self._loop = None
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def workers_replaced(self) -> int:
+        return self._pool.replaced if self._pool is not None else 0
+
+    # ------------------------------------------------------------ public API
+
+    def score_group(self, rollouts: Sequence[Rollout]) -> list[Score]:
+        """Score one group (sync); scores come back in the group's order."""
+        loop = self._ensure_started()
+        return loop.submit(self._score_groups([list(rollouts)])).result()[0]  # type: ignore[no-any-return]
+
+    async def ascore_group(self, rollouts: Sequence[Rollout]) -> list[Score]:
+        """Score one group (async); safe to call from any event loop."""
+        loop = self._ensure_started()
+        result = await asyncio.wrap_future(loop.submit(self._score_groups([list(rollouts)])))
+        return result[0]  # type: ignore[no-any-return]
+
+    def score(self, rollouts: Iterable[Rollout]) -> list[Score]:
+        """Score rollouts given in any order; scores come back in the same order."""
+        items = list(rollouts)
+        groups: dict[str, list[int]] = {}
+        for index, rollout in enumerate(items):
+            groups.setdefault(rollout.group, []).append(index)
+        out: list[Score | None] = [None] * len(items)
+        order = list(groups.values())
+        grouped = ([items[i] for i in indices] for indices in order)
+        for indices, scores in zip(order, self.stream(grouped, coalesce=True)):
+            for index, score in zip(indices, scores):
+                out[index] = score
+        return [s for s in out if s is not None]
+
+    def stream(
+        self, groups: Iterable[Sequence[Rollout]], *, ordered: bool = True, coalesce: bool = False,
+        max_in_flight: int | None = None,
+    ) -> Iterator[list[Score]]:
+        """Yield each group's scores as soon as it is done, while later groups are scored.
+
+        ``ordered=False`` yields groups as they finish. ``coalesce=True`` sends several
+        consecutive groups to a worker at once (for input that is already in memory).
+        """
+        loop = self._ensure_started()
+        in_flight_limit = max_in_flight or max(2, 2 * max(1, self.workers))
+        batches = self._batches(groups) if coalesce else ([list(g)] for g in groups)
+        pending: list[Future[list[list[Score]]]] = []
+        for batch in batches:
+            pending.append(loop.submit(self._score_groups(batch)))
+            while len(pending) >= in_flight_limit:
+                yield from self._drain(pending, ordered, block=True)
+            yield from self._drain(pending, ordered, block=False)
+        while pending:
+            yield from self._drain(pending, ordered, block=True)
+
+    async def astream(
+        self, groups: AsyncIterable[Sequence[Rollout]] | Iterable[Sequence[Rollout]], *,
+        ordered: bool = True, max_in_flight: int | None = None,
+    ) -> AsyncIterator[list[Score]]:
+        """Async version of ``stream``: groups may come from an async generator."""
+        loop = self._ensure_started()
+        limit = max_in_flight or max(2, 2 * max(1, self.workers))
+        pending: list[asyncio.Future[list[list[Score]]]] = []
+
+        async def drain(block: bool) -> AsyncIterator[list[Score]]:
+            while pending:
+                if ordered:
+                    if not pending[0].done() and not block:
+                        return
+                    yield (await pending.pop(0))[0]
+                else:
+                    done = [f for f in pending if f.done()]
+                    if not done:
+                        if not block:
+                            return
+                        await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                        continue
+                    for future in done:
+                        pending.remove(future)
+                        yield (await future)[0]
+                block = block and len(pending) >= limit
+
+        async def source() -> AsyncIterator[Sequence[Rollout]]:
+            if isinstance(groups, AsyncIterable):
+                async for group in groups:
+                    yield group
+            else:
+                for group in groups:
+                    yield group
+
+        async for group in source():
+            pending.append(asyncio.wrap_future(loop.submit(self._score_groups([list(group)]))))
+            async for scores in drain(block=len(pending) >= limit):
+                yield scores
+        while pending:
+            async for scores in drain(block=True):
+                yield scores
+
+    # ------------------------------------------------------------ internals
+
+    def _batches(self, groups: Iterable[Sequence[Rollout]]) -> Iterator[list[list[Rollout]]]:
+        batch: list[list[Rollout]] = []
+        size = 0
+        for group in groups:
+            batch.append(list(group))
+            size += len(group)
+            if size >= self.batch_rollouts:
+                yield batch
+                batch, size = [], 0
+        if batch:
+            yield batch
+
+    @staticmethod
+    def _drain(pending: list[Future[list[list[Score]]]], ordered: bool,
+               block: bool) -> Iterator[list[Score]]:
+        if ordered:
+            while pending and (block or pending[0].done()):
+                yield from pending.pop(0).result()
+                block = False
+        else:
+            done = [f for f in pending if f.done()]
+            if not done and block:
+                import concurrent.futures
+
+                concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
+                done = [f for f in pending if f.done()]
+            for future in done:
+                pending.remove(future)
+                yield from future.result()
+
+    async def _score_groups(self, groups: list[list[Rollout]]) -> list[list[Score]]:
+        rollouts = [r for group in groups for r in group]
+        results: dict[str, list[Cell]] = {
+            c.name: [None] * len(rollouts) for c in self.rubric.components
+        }
+        keys = self._cached(rollouts, results)
+        work = []
+        if self._sync:
+            work.append(self._run_sync(groups, rollouts, results))
+        for component in self._async:
+            work.append(self._run_async(component, groups, results))
+        if work:
+            await asyncio.gather(*work)
+        if self.cache is not None and keys is not None:
+            self._record(keys, results)
+        scores = self._combine(rollouts, [results[name] for name in self.rubric.names])
+        out = []
+        start = 0
+        for group in groups:
+            out.append(scores[start : start + len(group)])
+            start += len(group)
+        return out
+
+    def _combine(self, rollouts: list[Rollout], columns: list[list[Cell]]) -> list[Score]:
+        rubric = self.rubric
+        names = rubric.names
+        weights = [c.weight for c in rubric.components]
+        # Plain weighted sums of plain floats take a fast path; anything else goes through
+        # ``Rubric.combine`` (gates, formula, failures, metrics, quantize).
+        simple = rubric.formula is None and rubric.quantize is None and not any(
+            c.requires for c in rubric.components)
+        fsum = math.fsum
+        scores = []
+        for index, (rollout, cells) in enumerate(zip(rollouts, zip(*columns))):
+            if simple and all(type(cell) is float for cell in cells):
+                values = cast("tuple[float, ...]", cells)
+                total = fsum([w * v for w, v in zip(weights, values)])
+                scores.append(Score(rollout.id, rollout.group, total, Status.OK,
+                                    dict(zip(names, values))))
+                continue
+            per = {name: _as_result(cell) for name, cell in zip(names, cells)}
+            reward, status, components, errors, metrics = rubric.combine(per)
+            scores.append(Score(rollout.id, rollout.group, reward, status, components, errors,
+                                metrics))
+        return scores
+
+    def _cached(self, rollouts: list[Rollout],
+                results: dict[str, list[Cell]]) -> list[str] | None:
+        if self.cache is None:
+            return None
+        keys = [r.content_key() for r in rollouts]
+        for component in self.rubric.components:
+            if component.group:
+                continue  # a group reward's value depends on the whole group: never reused alone
+            found = self.cache.lookup(component.identity(), keys)
+            if found:
+                column = results[component.name]
+                for index, key in enumerate(keys):
+                    hit = found.get(key)
+                    if hit is not None:
+                        column[index] = hit
+        return keys
+
+    def _record(self, keys: list[str], results: dict[str, list[Cell]]) -> None:
+        assert self.cache is not None
+        for component in self.rubric.components:
+            if component.group:
+                continue
+            fresh = {
+                key: _as_result(cell)
+                for key, cell in zip(keys, results[component.name])
+                if cell is not None and (type(cell) is float or cast(ComponentResult, cell).status
+                                         in (Status.OK, Status.MASKED))
+            }
+            if fresh:
+                self.cache.record(component.identity(), fresh)
+
+    async def _run_sync(self, groups: list[list[Rollout]], rollouts: list[Rollout],
+                        results: dict[str, list[Cell]]) -> None:
+        items: list[tuple[int, Any]] = []
+        limits: list[float] = []
+        targets: list[tuple[str, int | list[int]]] = []
+        tuples = [_as_tuple(r) for r in rollouts]
+        singles = [(i, c) for i, c in enumerate(self._sync) if not c.group]
+        grouped = [(i, c) for i, c in enumerate(self._sync) if c.group]
+        for index, data in enumerate(tuples):
+            for component_index, component in singles:
+                if results[component.name][index] is None:
+                    items.append((component_index, data))
+                    limits.append(float(component.timeout or self.rubric.timeout))
+                    targets.append((component.name, index))
+        start = 0
+        for group in groups:
+            span = list(range(start, start + len(group)))
+            start += len(group)
+            for component_index, component in grouped:
+                items.append((component_index, [tuples[i] for i in span]))
+                limits.append(float(component.timeout or self.rubric.timeout))
+                targets.append((component.name, span))
+        if not items:
+            return
+        self.calls += len(items)
+        if self._pool is not None:
+            outcomes = await asyncio.wrap_future(
+                self._pool.run(self._program_key, items, limits))
+        else:
+            outcomes = [self._run_inline(item) for item in items]
+        for (name, where), (status, value) in zip(targets, outcomes):
+            column = results[name]
+            if isinstance(where, list):
+                if status == OK:
+                    for index, compact in zip(where, value):
+                        column[index] = compact if type(compact) is float else _expand(compact)
+                else:
+                    failure = _failure(status, value)
+                    for index in where:
+                        column[index] = failure
+            elif status == OK:
+                column[where] = value if type(value) is float else _expand(value)
+            else:
+                column[where] = _failure(status, value)
+
+    def _run_inline(self, item: tuple[int, Any]) -> tuple[int, Any]:
+        try:
+            return (OK, self._program(item))
+        except Exception as exc:  # noqa: BLE001 - a failure is data
+            return (ERROR, format_exception(exc))
+
+    async def _run_async(self, component: Component, groups: list[list[Rollout]],
+                         results: dict[str, list[Cell]]) -> None:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        column = results[component.name]
+        timeout = float(component.timeout or self.rubric.timeout)
+        offsets = list(itertools.accumulate([0] + [len(g) for g in groups]))
+        tasks = []
+        if component.evaluator is not None or component.group:
+            for offset, group in zip(offsets, groups):
+                tasks.append(self._async_group(component, group, offset, column, timeout))
+        else:
+            binder = make_binder(component.func, component.params,  # type: ignore[arg-type]
+                                 what=f"component {component.name!r}")
+            for index, rollout in enumerate(r for g in groups for r in g):
+                if column[index] is None:
+                    tasks.append(self._async_one(component, binder, rollout, index, column,
+                                                 timeout))
+        await asyncio.gather(*tasks)
+
+    async def _async_one(self, component: Component, binder: Callable[[Rollout], Any],
+                         rollout: Rollout, index: int, column: list[Cell],
+                         timeout: float) -> None:
+        assert self._semaphore is not None
+        async with self._semaphore:
+            self.calls += 1
+            try:
+                value = await asyncio.wait_for(binder(rollout), timeout)
+                column[index] = to_component_result(value, component.reward_key)
+            except asyncio.TimeoutError:
+                column[index] = ComponentResult.failed(Status.TIMEOUT, f"timed out after {timeout:g} s")
+            except Exception as exc:  # noqa: BLE001 - a failure is data
+                column[index] = ComponentResult.failed(Status.ERROR, format_exception(exc))
+
+    async def _async_group(self, component: Component, group: list[Rollout], offset: int,
+                           column: list[Cell], timeout: float) -> None:
+        assert self._semaphore is not None
+        todo = [i for i in range(len(group)) if column[offset + i] is None]
+        if not todo:
+            return
+        try:
+            if component.evaluator is not None:
+                # Evaluators (judges) bound their own concurrency and time per request.
+                values: list[ComponentResult] = await component.evaluator.evaluate(
+                    [group[i] for i in todo])
+                for i, value in zip(todo, values):
+                    column[offset + i] = value
+                return
+            async with self._semaphore:
+                self.calls += 1
+                binder = make_group_binder(component.func, component.params,  # type: ignore[arg-type]
+                                           what=f"component {component.name!r}")
+                raw = await asyncio.wait_for(binder(group), timeout)
+            for i, value in enumerate(_group_results(raw, len(group), component.reward_key)):
+                column[offset + i] = value
+        except asyncio.TimeoutError:
+            for i in todo:
+                column[offset + i] = ComponentResult.failed(Status.TIMEOUT,
+                                                            f"timed out after {timeout:g} s")
+        except Exception as exc:  # noqa: BLE001 - a failure is data
+            for i in todo:
+                column[offset + i] = ComponentResult.failed(Status.ERROR, format_exception(exc))
+
+
+def _as_result(cell: Cell) -> ComponentResult:
+    if cell is None:
+        return ComponentResult.failed(Status.ERROR, "no result (internal error)")
+    if type(cell) is float:
+        return ComponentResult(cell)
+    return cast(ComponentResult, cell)
+
+
+def _failure(status: int, message: Any) -> ComponentResult:
+    return ComponentResult.failed(Status.TIMEOUT if status == 2 else Status.ERROR, str(message))
+
+
+def score_rollouts(rubric: Rubric, rollouts: Iterable[Rollout], **options: Any) -> list[Score]:
+    """Score rollouts with ``rubric`` in one call (starts and stops an engine)."""
+    with Engine(rubric, **options) as engine:
+        return engine.score(rollouts)

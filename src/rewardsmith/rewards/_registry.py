@@ -1,0 +1,115 @@
+"""The registry of built-in rewards: one name, one plain function, one result type.
+
+Every built-in returns a float (or None to abstain) and is registered with ``@builtin``. A
+reward registered with ``boxable=True`` also gets a ``boxed_<name>`` twin that grades only the
+content of the completion's last ``\\boxed{...}`` (0.0 when there is none).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .extract import last_boxed
+
+__all__ = ["Builtin", "builtin", "get_builtin", "builtin_names", "all_builtins"]
+
+RewardFunc = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+    func: RewardFunc
+    description: str
+    kind: str  # "verifier" | "rule"
+    boxable: bool
+    default_timeout: float | None = None
+
+
+_REGISTRY: dict[str, Builtin] = {}
+
+
+def builtin(
+    name: str,
+    *,
+    kind: str = "verifier",
+    boxable: bool = False,
+    default_timeout: float | None = None,
+) -> Callable[[RewardFunc], RewardFunc]:
+    """Register ``func`` as the built-in reward ``name``; its docstring's first line describes it."""
+
+    def register(func: RewardFunc) -> RewardFunc:
+        if name in _REGISTRY:
+            raise RuntimeError(f"built-in reward {name!r} registered twice")
+        doc = inspect.getdoc(func) or ""
+        description = doc.strip().splitlines()[0] if doc.strip() else name
+        _REGISTRY[name] = Builtin(name, func, description, kind, boxable, default_timeout)
+        return func
+
+    return register
+
+
+def _boxed(base: Builtin) -> Builtin:
+    inner = base.func
+    params = inspect.signature(inner).parameters
+
+    @functools.wraps(inner)
+    def boxed(completion: str, **kwargs: Any) -> Any:
+        box = last_boxed(completion)
+        if box is None:
+            return 0.0
+        return inner(box, **kwargs)
+
+    # Keep the inner signature (minus nothing) so params are validated against it.
+    boxed.__signature__ = inspect.Signature(list(params.values()))  # type: ignore[attr-defined]
+    boxed.__name__ = f"boxed_{base.name}"
+    boxed.__qualname__ = boxed.__name__
+    # The source identity of the twin is the inner function's plus this wrapper's.
+    boxed.__rewardsmith_source_parts__ = (inner, last_boxed)  # type: ignore[attr-defined]
+    return Builtin(
+        f"boxed_{base.name}",
+        boxed,
+        f"{base.description} Only the last \\boxed{{...}} is graded; no box gives 0.",
+        base.kind,
+        False,
+        base.default_timeout,
+    )
+
+
+def _ensure_loaded() -> None:
+    # Importing the package registers every built-in module.
+    importlib.import_module(__package__ or "rewardsmith.rewards")
+
+
+def get_builtin(name: str) -> Builtin | None:
+    """The built-in called ``name`` (including ``boxed_`` twins), or None."""
+    _ensure_loaded()
+    found = _REGISTRY.get(name)
+    if found is not None:
+        return found
+    if name.startswith("boxed_"):
+        base = _REGISTRY.get(name[len("boxed_") :])
+        if base is not None and base.boxable:
+            twin = _boxed(base)
+            _REGISTRY[name] = twin
+            return twin
+    return None
+
+
+def builtin_names() -> list[str]:
+    """Every built-in name, ``boxed_`` twins included, sorted."""
+    return [b.name for b in all_builtins()]
+
+
+def all_builtins() -> list[Builtin]:
+    """Every built-in, ``boxed_`` twins included, sorted by name."""
+    _ensure_loaded()
+    for base in list(_REGISTRY.values()):
+        if base.boxable:
+            get_builtin(f"boxed_{base.name}")
+    return sorted(_REGISTRY.values(), key=lambda b: b.name)

@@ -1,0 +1,87 @@
+"""Rule-based rewards: format and length. They look at the completion alone."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from ._registry import builtin
+
+__all__ = ["marker", "regex", "think_format", "length"]
+
+
+@builtin("marker", kind="rule")
+def marker(completion: str, marker: str = "####", max_count: int = 1) -> float:
+    """1.0 when the marker appears (at most max_count times) with an answer after it."""
+    if not marker:
+        raise ValueError("marker: the marker must be a non-empty string")
+    count = completion.count(marker)
+    if count == 0 or count > max_count:
+        return 0.0
+    return 1.0 if completion.rsplit(marker, 1)[1].strip() else 0.0
+
+
+_FLAG_NAMES = {"i": re.IGNORECASE, "m": re.MULTILINE, "s": re.DOTALL, "x": re.VERBOSE}
+
+
+@lru_cache(maxsize=256)
+def _compile(pattern: str, flags: str) -> re.Pattern[str]:
+    value = 0
+    for letter in flags:
+        if letter not in _FLAG_NAMES:
+            raise ValueError(f"regex: unknown flag {letter!r}; use any of 'imsx'")
+        value |= _FLAG_NAMES[letter]
+    try:
+        return re.compile(pattern, value)
+    except re.error as exc:
+        raise ValueError(f"regex: the pattern {pattern!r} does not compile: {exc}") from exc
+
+
+@builtin("regex", kind="rule")
+def regex(completion: str, pattern: str, flags: str = "", full: bool = False) -> float:
+    """1.0 when the pattern matches the completion (search, or the whole text with full=true)."""
+    compiled = _compile(pattern, flags)
+    found = compiled.fullmatch(completion) if full else compiled.search(completion)
+    return 1.0 if found else 0.0
+
+
+@builtin("think_format", kind="rule")
+def think_format(completion: str, tag: str = "think") -> float:
+    """1.0 for exactly one well-formed <think>...</think> at the start, then a non-empty answer."""
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    if completion.count(opening) != 1 or completion.count(closing) != 1:
+        return 0.0  # missing, repeated or nested tags
+    start = completion.index(opening)
+    end = completion.index(closing)
+    if completion[:start].strip() or end < start:
+        return 0.0
+    if not completion[start + len(opening) : end].strip():
+        return 0.0  # an empty thought is no thought
+    return 1.0 if completion[end + len(closing) :].strip() else 0.0
+
+
+@builtin("length", kind="rule")
+def length(
+    completion: str,
+    truncated: bool,
+    max_length: int = 4096,
+    buffer: int = 512,
+    unit: str = "chars",
+) -> float:
+    """Overlong penalty in [-1, 0]: 0 within max_length - buffer, ramps to -1; truncated is -1."""
+    if unit not in ("chars", "words"):
+        raise ValueError(f"length: unit must be 'chars' or 'words', not {unit!r}")
+    if max_length <= 0 or buffer < 0 or buffer > max_length:
+        raise ValueError(
+            f"length: need 0 <= buffer <= max_length and max_length > 0 "
+            f"(got max_length={max_length}, buffer={buffer})"
+        )
+    if truncated:
+        return -1.0
+    size = len(completion) if unit == "chars" else len(completion.split())
+    soft_limit = max_length - buffer
+    if size <= soft_limit:
+        return 0.0
+    if size >= max_length or buffer == 0:
+        return -1.0
+    return -(size - soft_limit) / buffer

@@ -1,0 +1,379 @@
+"""Rubrics: named components with weights, params, timeouts and gates, combined into one reward.
+
+```yaml
+name: gsm8k-v1
+components:
+  correct: {reward: gsm8k, weight: 1.0}
+  format:  {reward: marker, params: {marker: "####"}, weight: 0.2, requires: correct}
+formula: correct + 0.2 * format     # optional: replaces the weighted sum
+on_error: mask                      # or a number: the reward of an errored/timed-out rollout
+quantize: 0.0009765625              # optional: round totals to a float32-exact grid (2^-10)
+```
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .calling import is_async_reward, is_group_reward, make_binder, make_group_binder
+from .errors import ConfigError, LoadError, RubricError
+from .formula import Formula
+from .loading import load_reward, source_identity
+from .types import ComponentResult, Rollout, Status, content_hash
+
+__all__ = [
+    "Component",
+    "Evaluator",
+    "Rubric",
+    "register_component_kind",
+    "DEFAULT_TIMEOUT",
+]
+
+DEFAULT_TIMEOUT = 10.0  # seconds per reward call
+
+
+class Evaluator(Protocol):
+    """A component computed asynchronously for a whole group (an LLM judge criterion, say).
+
+    Optional methods the engine uses when present:
+
+    - ``async check() -> None``: raise ``JudgeError`` before scoring if it cannot work
+      (endpoint down, model missing); called once per engine.
+    - ``attach_store(path: str) -> None``: the run's store file, for durable call records.
+    - ``usage_key() -> str`` and ``usage() -> dict[str, float]``: calls made, replayed,
+      failed, tokens and cost; evaluators sharing one client share one key.
+    - ``async close() -> None``: release connections when the engine closes.
+    """
+
+    def identity(self) -> str: ...
+
+    async def evaluate(self, rollouts: Sequence[Rollout]) -> list[ComponentResult]: ...
+
+
+@dataclass
+class Component:
+    """One named part of a rubric.
+
+    Exactly one of ``reward`` (a built-in name, an import path or a callable) and ``evaluator``
+    (an async group evaluator, such as a judge criterion) is set.
+    """
+
+    name: str
+    reward: str | Callable[..., Any] | None = None
+    weight: float = 1.0
+    params: dict[str, Any] = field(default_factory=dict)
+    timeout: float | None = None
+    requires: str | None = None
+    reward_key: str = "reward"
+    group: bool = False
+    evaluator: Evaluator | None = None
+    # Filled by ``resolve``:
+    func: Callable[..., Any] | None = field(default=None, repr=False)
+    is_async: bool = False
+    spec: str = ""
+    _identity: str = field(default="", repr=False)
+
+    def resolve(self, default_timeout: float) -> None:
+        """Load the reward and check its params now, so mistakes surface before scoring."""
+        if self.evaluator is not None:
+            self.is_async = True
+            self.spec = f"evaluator:{type(self.evaluator).__name__}"
+            self._identity = content_hash("evaluator", self.evaluator.identity(), length=24)
+            return
+        if self.reward is None:
+            raise RubricError(f"component {self.name!r}: needs 'reward' (or 'judge')")
+        loaded = load_reward(self.reward)
+        self.func = loaded.func
+        self.spec = loaded.spec
+        self.group = self.group or is_group_reward(loaded.func)
+        self.is_async = is_async_reward(loaded.func)
+        if self.timeout is None:
+            self.timeout = loaded.default_timeout or default_timeout
+        what = f"component {self.name!r} ({self.spec})"
+        try:  # validate params against the signature once, here, not per rollout
+            if self.group:
+                make_group_binder(loaded.func, self.params, what=what)
+            else:
+                make_binder(loaded.func, self.params, what=what)
+        except ConfigError as exc:
+            raise RubricError(str(exc)) from exc
+        self._identity = content_hash(
+            source_identity(loaded.func), self.params, self.timeout, self.reward_key, self.group,
+            length=24,
+        )
+
+    def identity(self) -> str:
+        """What determines this component's value for a rollout: code, params, timeout.
+
+        Name, weight and gate are not part of it, so a stored result survives their change.
+        """
+        return self._identity
+
+
+ComponentFactory = Callable[[str, Mapping[str, Any], str], list[Component]]
+_COMPONENT_KINDS: dict[str, ComponentFactory] = {}
+
+
+def register_component_kind(key: str, factory: ComponentFactory) -> None:
+    """Let rubric files use ``key:`` (e.g. ``judge:``) in place of ``reward:`` for a component.
+
+    ``factory(name, component_config, where)`` returns the component(s) it stands for.
+    """
+    _COMPONENT_KINDS[key] = factory
+
+
+class _ComponentModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reward: str | None = None
+    weight: float = 1.0
+    params: dict[str, Any] = Field(default_factory=dict)
+    timeout: float | None = Field(default=None, gt=0)
+    requires: str | None = None
+    reward_key: str = "reward"
+    group: bool = False
+
+    @field_validator("weight")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+
+class _RubricModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = "rubric"
+    components: dict[str, Any]
+    formula: str | None = None
+    on_error: Union[float, str] = "mask"
+    quantize: float | None = Field(default=None, gt=0)
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
+
+    @field_validator("on_error")
+    @classmethod
+    def _on_error(cls, value: float | str) -> float | str:
+        if isinstance(value, str) and value != "mask":
+            raise ValueError("must be 'mask' or a number")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("must be 'mask' or a finite number")
+        return value
+
+
+def _pydantic_message(exc: ValidationError, where: str, prefix: str = "") -> str:
+    lines = []
+    for error in exc.errors():
+        key = ".".join(str(p) for p in (prefix, *error["loc"]) if p != "")
+        if error["type"] == "extra_forbidden":
+            lines.append(f"{where}: unknown key {key!r}")
+        else:
+            lines.append(f"{where}: {key or '(top level)'}: {error['msg']}")
+    return "\n".join(lines)
+
+
+@dataclass
+class Rubric:
+    """Components and how they make one reward. Build in Python or load with ``from_yaml``."""
+
+    components: list[Component]
+    name: str = "rubric"
+    formula: str | None = None
+    on_error: float | str = "mask"
+    quantize: float | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    source: str = "<python>"
+    _formula: Formula | None = field(default=None, repr=False)
+    _resolved: bool = field(default=False, repr=False)
+
+    def __post_init__(self) -> None:
+        where = self.source
+        names = [c.name for c in self.components]
+        if not names:
+            raise RubricError(f"{where}: a rubric needs at least one component")
+        duplicates = {n for n in names if names.count(n) > 1}
+        if duplicates:
+            raise RubricError(f"{where}: duplicate component name(s) {sorted(duplicates)}")
+        for component in self.components:
+            if component.requires is not None and component.requires not in names:
+                raise RubricError(
+                    f"{where}: components.{component.name}.requires: unknown component "
+                    f"{component.requires!r}; components: {', '.join(names)}"
+                )
+            if component.requires == component.name:
+                raise RubricError(f"{where}: components.{component.name} cannot require itself")
+        if self.on_error != "mask" and not isinstance(self.on_error, (int, float)):
+            raise RubricError(f"{where}: on_error must be 'mask' or a number")
+        if self.quantize is not None:
+            _check_quantize_step(self.quantize, where)
+        if self.formula is not None:
+            self._formula = Formula(self.formula, set(names), where=f"{where}: formula")
+        self.resolve()
+
+    # -- building
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "<dict>") -> Rubric:
+        if not isinstance(data, Mapping):
+            raise RubricError(f"{source}: a rubric must be a mapping with 'components', "
+                              f"not {type(data).__name__}")
+        try:
+            model = _RubricModel.model_validate(data)
+        except ValidationError as exc:
+            raise RubricError(_pydantic_message(exc, source)) from exc
+        components: list[Component] = []
+        for name, config in model.components.items():
+            components.extend(_component_from_config(str(name), config, source))
+        return cls(
+            components=components,
+            name=model.name,
+            formula=model.formula,
+            on_error=model.on_error,
+            quantize=model.quantize,
+            timeout=model.timeout,
+            source=source,
+        )
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> Rubric:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError as exc:
+            raise RubricError(f"rubric file {str(path)!r} does not exist") from exc
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RubricError(f"rubric file {str(path)!r} cannot be read: {exc}") from exc
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise RubricError(f"{path}: not valid YAML: {exc}") from exc
+        return cls.from_dict(data, source=str(path))
+
+    @classmethod
+    def single(cls, reward: str | Callable[..., Any], *, params: Mapping[str, Any] | None = None,
+               timeout: float | None = None, name: str | None = None) -> Rubric:
+        """A rubric of one component (what ``rewardsmith test REWARD`` scores)."""
+        label = name or (reward if isinstance(reward, str) else getattr(reward, "__name__", "reward"))
+        component_name = label.replace(":", ".").split(".")[-1] or "reward"
+        return cls([Component(component_name, reward, params=dict(params or {}), timeout=timeout)],
+                   name=str(label))
+
+    def resolve(self) -> None:
+        if self._resolved:
+            return
+        for component in self.components:
+            try:
+                component.resolve(self.timeout)
+            except LoadError as exc:
+                raise LoadError(f"{self.source}: components.{component.name}: {exc}") from exc
+        self._resolved = True
+
+    # -- identity
+
+    @property
+    def id(self) -> str:
+        """A hash of the whole configuration and every reward's code: equal ids, equal scoring."""
+        return content_hash(
+            self.name, self.formula, self.on_error, self.quantize,
+            [(c.name, c.identity(), c.weight, c.requires) for c in self.components],
+            length=12,
+        )
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.components]
+
+    # -- combining
+
+    def combine(
+        self, results: Mapping[str, ComponentResult]
+    ) -> tuple[float | None, Status, dict[str, float | None], dict[str, str], dict[str, float]]:
+        """Turn component results into (reward, status, components, errors, metrics)."""
+        values: dict[str, float | None] = {}
+        errors: dict[str, str] = {}
+        metrics: dict[str, float] = {}
+        for name, result in results.items():
+            values[name] = result.value if result.status is Status.OK else None
+            if result.error is not None:
+                errors[name] = result.error
+            for key, value in result.metrics.items():
+                metrics[f"{name}.{key}"] = value
+        counted: dict[str, float] = {}
+        status = Status.OK
+        for component in self.components:
+            name = component.name
+            if component.requires is not None:
+                gate = values.get(component.requires)
+                if gate is None or gate <= 0:
+                    counted[name] = 0.0  # gate closed: this component does not count
+                    continue
+            result = results[name]
+            if result.status is Status.OK and result.value is not None:
+                counted[name] = result.value
+            else:
+                status = _worse(status, result.status)
+                counted[name] = 0.0
+        if status is not Status.OK:
+            if status is Status.MASKED or self.on_error == "mask":
+                return None, status, values, errors, metrics
+            return float(self.on_error), status, values, errors, metrics
+        try:
+            if self._formula is not None:
+                total = self._formula(counted)
+            else:
+                total = math.fsum(c.weight * counted[c.name] for c in self.components)
+        except ArithmeticError as exc:
+            errors["formula"] = str(exc)
+            reward = None if self.on_error == "mask" else float(self.on_error)
+            return reward, Status.ERROR, values, errors, metrics
+        if self.quantize is not None:
+            total = round(total / self.quantize) * self.quantize
+        return total, status, values, errors, metrics
+
+
+_SEVERITY = {Status.OK: 0, Status.MASKED: 1, Status.TIMEOUT: 2, Status.ERROR: 3}
+
+
+def _worse(a: Status, b: Status) -> Status:
+    return a if _SEVERITY[a] >= _SEVERITY[b] else b
+
+
+def _check_quantize_step(step: float, where: str) -> None:
+    mantissa, _ = math.frexp(step)
+    # A float32-exact grid needs a step with few significant bits (0.25, 2^-10, 0.5, 3 * 2^-4).
+    if not math.isfinite(step) or step <= 0 or (mantissa * 2**8) != int(mantissa * 2**8):
+        raise RubricError(
+            f"{where}: quantize: {step!r} is not a step that float32 holds exactly with room for "
+            f"sums; use a power of two such as 0.25 or 0.0009765625 (2^-10)"
+        )
+
+
+def _component_from_config(name: str, config: Any, source: str) -> list[Component]:
+    where = f"{source}: components.{name}"
+    if isinstance(config, str):
+        config = {"reward": config}
+    if not isinstance(config, Mapping):
+        raise RubricError(f"{where}: expected a mapping such as {{reward: gsm8k, weight: 1.0}}, "
+                          f"got {type(config).__name__}")
+    for key, factory in _COMPONENT_KINDS.items():
+        if key in config:
+            if "reward" in config:
+                raise RubricError(f"{where}: give either 'reward' or {key!r}, not both")
+            return factory(name, config, where)
+    if "judge" in config:
+        raise RubricError(f"{where}: judge components need the judge support of rewardsmith.judge")
+    try:
+        model = _ComponentModel.model_validate(config)
+    except ValidationError as exc:
+        raise RubricError(_pydantic_message(exc, source, prefix=f"components.{name}")) from exc
+    if model.reward is None:
+        raise RubricError(f"{where}: missing key 'reward' (a built-in name such as 'gsm8k', "
+                          f"'module:func' or 'path/to/file.py:func')")
+    return [Component(name, model.reward, weight=model.weight, params=model.params,
+                      timeout=model.timeout, requires=model.requires,
+                      reward_key=model.reward_key, group=model.group)]

@@ -1,0 +1,173 @@
+"""What a scoring run did, in numbers: per component, per status, per group."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .types import Score, Status
+
+__all__ = ["ComponentStats", "RunSummary", "SummaryBuilder"]
+
+
+@dataclass
+class _Running:
+    """Welford's running mean and variance (one pass, numerically stable)."""
+
+    count: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+    minimum: float = math.inf
+    maximum: float = -math.inf
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        delta = value - self.mean
+        self.mean += delta / self.count
+        self.m2 += delta * (value - self.mean)
+        self.minimum = min(self.minimum, value)
+        self.maximum = max(self.maximum, value)
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(self.m2 / self.count) if self.count > 1 else 0.0
+
+
+@dataclass
+class ComponentStats:
+    name: str
+    count: int
+    mean: float | None
+    std: float | None
+    minimum: float | None
+    maximum: float | None
+    errors: int
+    timeouts: int
+    masked: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class RunSummary:
+    """The numbers behind ``rewardsmith score``'s summary table (also ``to_dict()`` for JSON)."""
+
+    rubric_name: str
+    rubric_id: str
+    rollouts: int
+    groups: int
+    statuses: dict[str, int]
+    reward: ComponentStats
+    components: list[ComponentStats]
+    zero_variance_groups: int
+    mixed_groups: int
+    bad_lines: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> int:
+        return self.statuses.get(Status.ERROR.value, 0) + self.statuses.get(Status.TIMEOUT.value, 0)
+
+    @property
+    def error_rate(self) -> float:
+        return self.failed / self.rollouts if self.rollouts else 0.0
+
+    @property
+    def rollouts_per_second(self) -> float:
+        return self.rollouts / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rubric": {"name": self.rubric_name, "id": self.rubric_id},
+            "rollouts": self.rollouts,
+            "groups": self.groups,
+            "statuses": dict(self.statuses),
+            "reward": self.reward.to_dict(),
+            "components": [c.to_dict() for c in self.components],
+            "zero_variance_groups": self.zero_variance_groups,
+            "mixed_groups": self.mixed_groups,
+            "error_rate": self.error_rate,
+            "bad_lines": list(self.bad_lines),
+            "seconds": round(self.seconds, 4),
+            "rollouts_per_second": round(self.rollouts_per_second, 1),
+            **self.extra,
+        }
+
+
+class SummaryBuilder:
+    """Collects statistics group by group, as scores stream out of the engine."""
+
+    def __init__(self, component_names: Sequence[str], *, rubric_name: str = "",
+                 rubric_id: str = ""):
+        self.rubric_name = rubric_name
+        self.rubric_id = rubric_id
+        self.names = list(component_names)
+        self.rollouts = 0
+        self.groups = 0
+        self.statuses: Counter[str] = Counter()
+        self.reward = _Running()
+        self.values = {name: _Running() for name in self.names}
+        self.failures: dict[str, Counter[str]] = {name: Counter() for name in self.names}
+        self.zero_variance = 0
+        self.mixed = 0
+
+    def add_group(self, scores: Iterable[Score]) -> None:
+        rewards: list[float] = []
+        self.groups += 1
+        for score in scores:
+            self.rollouts += 1
+            self.statuses[score.status.value] += 1
+            if score.reward is not None:
+                self.reward.add(score.reward)
+                rewards.append(score.reward)
+            for name in self.names:
+                value = score.components.get(name)
+                if value is not None:
+                    self.values[name].add(value)
+                elif name in score.errors:
+                    kind = "timeouts" if "timed out" in score.errors[name] else "errors"
+                    self.failures[name][kind] += 1
+                else:
+                    self.failures[name]["masked"] += 1
+        if len(rewards) >= 2:
+            if max(rewards) == min(rewards):
+                self.zero_variance += 1
+            else:
+                self.mixed += 1
+
+    def build(self, *, seconds: float = 0.0, bad_lines: Sequence[str] = ()) -> RunSummary:
+        return RunSummary(
+            rubric_name=self.rubric_name,
+            rubric_id=self.rubric_id,
+            rollouts=self.rollouts,
+            groups=self.groups,
+            statuses={s.value: self.statuses.get(s.value, 0) for s in Status},
+            reward=_stats("reward", self.reward, Counter(
+                errors=self.statuses.get("error", 0), timeouts=self.statuses.get("timeout", 0),
+                masked=self.statuses.get("masked", 0))),
+            components=[_stats(n, self.values[n], self.failures[n]) for n in self.names],
+            zero_variance_groups=self.zero_variance,
+            mixed_groups=self.mixed,
+            bad_lines=list(bad_lines),
+            seconds=seconds,
+        )
+
+
+def _stats(name: str, running: _Running, failures: Counter[str]) -> ComponentStats:
+    empty = running.count == 0
+    return ComponentStats(
+        name=name,
+        count=running.count,
+        mean=None if empty else running.mean,
+        std=None if empty else running.std,
+        minimum=None if empty else running.minimum,
+        maximum=None if empty else running.maximum,
+        errors=failures.get("errors", 0),
+        timeouts=failures.get("timeouts", 0),
+        masked=failures.get("masked", 0),
+    )

@@ -1,0 +1,209 @@
+"""The data model: what goes in (``Rollout``) and what comes out (``Score``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Union
+
+__all__ = [
+    "Message",
+    "Rollout",
+    "Score",
+    "Status",
+    "ComponentResult",
+    "message_text",
+    "stable_json",
+    "content_hash",
+]
+
+Message = dict[str, Any]
+TextOrMessages = Union[str, list[Message]]
+
+
+class Status(str, Enum):
+    """What happened to a rollout (or one component of it)."""
+
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    MASKED = "masked"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def message_text(value: Any, *, role: str | None = "assistant") -> str:
+    """The text a reward grades: a string as is; for chat messages, the last ``role`` message.
+
+    When no message has that role the last message is used; ``role=None`` joins all contents.
+    Content given as a list of parts (``[{"type": "text", "text": ...}]``) is joined.
+    """
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return _content_text(value.get("content"))
+    if isinstance(value, (list, tuple)):
+        messages = [m for m in value if isinstance(m, dict)]
+        if not messages:
+            return "".join(str(v) for v in value if isinstance(v, str))
+        if role is None:
+            return "\n".join(_content_text(m.get("content")) for m in messages)
+        for message in reversed(messages):
+            if message.get("role") == role:
+                return _content_text(message.get("content"))
+        return _content_text(messages[-1].get("content"))
+    return str(value)
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "".join(parts)
+    return str(content)
+
+
+def stable_json(value: Any) -> str:
+    """JSON with sorted keys and no spaces: equal values give equal strings (for hashing)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def content_hash(*parts: Any, length: int = 16) -> str:
+    """A short hex digest of values, stable across processes and runs."""
+    digest = hashlib.blake2b(digest_size=max(8, length // 2 + length % 2))
+    for part in parts:
+        digest.update(stable_json(part).encode("utf-8", "surrogatepass"))
+        digest.update(b"\x1f")
+    return digest.hexdigest()[:length]
+
+
+@dataclass(slots=True)
+class Rollout:
+    """One completion of one prompt, with what is needed to grade it.
+
+    ``group`` is the prompt group GRPO normalizes over. ``prompt`` and ``completion`` are text or
+    chat messages; ``text`` is what a reward grades (the last assistant message).
+    """
+
+    id: str
+    group: str
+    prompt: TextOrMessages = ""
+    completion: TextOrMessages = ""
+    answer: Any = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False
+
+    @property
+    def text(self) -> str:
+        """The completion's text: the string, or the last assistant message's content."""
+        return message_text(self.completion)
+
+    @property
+    def prompt_text(self) -> str:
+        """The prompt's text: the string, or the last user message's content."""
+        return message_text(self.prompt, role="user")
+
+    def content_key(self) -> str:
+        """A hash of everything a reward can see (not ``id``): equal content, equal key."""
+        return content_hash(
+            self.prompt, self.completion, self.answer, self.metadata, self.truncated, length=32
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "group": self.group,
+            "prompt": self.prompt,
+            "completion": self.completion,
+            "answer": self.answer,
+            "metadata": self.metadata,
+            "truncated": self.truncated,
+        }
+
+
+@dataclass(slots=True)
+class ComponentResult:
+    """One component's verdict on one rollout. ``value`` is None unless status is ok."""
+
+    value: float | None
+    status: Status = Status.OK
+    error: str | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def failed(cls, status: Status, error: str) -> ComponentResult:
+        return cls(None, status, error)
+
+
+@dataclass(slots=True)
+class Score:
+    """A rollout's result: the total ``reward`` (None when masked) and every component.
+
+    ``status`` is ``ok``, ``error`` (a component raised or returned garbage), ``timeout`` (a
+    component ran past its limit) or ``masked`` (a component abstained, or the rubric masks
+    failures). ``errors`` maps component name to message; ``metrics`` holds extra numbers that
+    rewards returned alongside their value.
+    """
+
+    id: str
+    group: str
+    reward: float | None
+    status: Status = Status.OK
+    components: dict[str, float | None] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    advantage: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "group": self.group,
+            "reward": _finite_or_none(self.reward),
+            "status": self.status.value,
+            "components": {k: _finite_or_none(v) for k, v in self.components.items()},
+            "errors": dict(self.errors),
+            "advantage": _finite_or_none(self.advantage),
+        }
+        if self.metrics:
+            out["metrics"] = {k: _finite_or_none(v) for k, v in self.metrics.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Score:
+        return cls(
+            id=str(data["id"]),
+            group=str(data.get("group", "")),
+            reward=None if data.get("reward") is None else float(data["reward"]),
+            status=Status(data.get("status", "ok")),
+            components={
+                str(k): None if v is None else float(v)
+                for k, v in (data.get("components") or {}).items()
+            },
+            errors={str(k): str(v) for k, v in (data.get("errors") or {}).items()},
+            metrics={
+                str(k): float(v)
+                for k, v in (data.get("metrics") or {}).items()
+                if isinstance(v, (int, float))
+            },
+            advantage=None if data.get("advantage") is None else float(data["advantage"]),
+        )
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return value

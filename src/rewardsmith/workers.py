@@ -1,0 +1,367 @@
+"""Worker processes with hard per-call timeouts.
+
+Python cannot stop a running thread, and ``signal.alarm`` only works on the main thread of the
+main interpreter (it breaks in threads, asyncio executors and Ray workers). So CPU-bound calls
+run in child processes; a call that runs past its limit has its process killed and replaced.
+
+Each worker shares a small array with the parent: the index of the call it is running and
+when that call started. The parent's driver thread for that worker watches the clock, so the
+limit counts from when the call starts, not from when it was queued. Work is sent in batches
+(many calls per message) to keep the pipe cost per call small.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import multiprocessing.connection
+import os
+import pickle
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+
+__all__ = ["CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK", "ERROR", "TIMEOUT",
+           "default_worker_count", "format_exception"]
+
+OK, ERROR, TIMEOUT = 0, 1, 2
+Outcome = tuple[int, Any]  # (OK, value) | (ERROR, message) | (TIMEOUT, message)
+
+_POLL_SECONDS = 0.01
+_SLOT_INDEX, _SLOT_LIMIT, _SLOT_START = 0, 1, 2
+
+
+class CallTimeout(Exception):
+    """A call ran past its timeout; its worker process was killed."""
+
+
+class WorkerDied(Exception):
+    """A worker process exited while running a call (a crash in native code, os._exit, OOM)."""
+
+
+def default_worker_count() -> int:
+    """The cores this process may use (respects taskset/cgroup affinity), at most 8."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(8, cores))
+
+
+def format_exception(exc: BaseException) -> str:
+    """``Type: message (at file:line in func)``: the innermost frame is where it went wrong."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        text += f" (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
+    return text[:2000]
+
+
+# ---------------------------------------------------------------- worker process side
+
+
+def _worker_main(conn: multiprocessing.connection.Connection, slot: Any) -> None:
+    programs: dict[str, Callable[[Any], Any]] = {}
+    while True:
+        try:
+            message = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            return
+        kind = message[0]
+        if kind == "stop":
+            return
+        if kind == "register":
+            _, key, blob = message
+            try:
+                programs[key] = cloudpickle.loads(blob)
+                conn.send_bytes(pickle.dumps(("registered", key, None)))
+            except BaseException as exc:  # noqa: BLE001 - reported to the parent
+                conn.send_bytes(pickle.dumps(("registered", key, format_exception(exc))))
+            continue
+        _, key, items, limits = message
+        program = programs[key]
+        outcomes: list[Outcome] = []
+        for index, item in enumerate(items):
+            slot[_SLOT_INDEX] = index
+            slot[_SLOT_LIMIT] = limits[index]
+            slot[_SLOT_START] = time.monotonic()
+            try:
+                outcomes.append((OK, program(item)))
+            except BaseException as exc:  # noqa: BLE001 - a failure is data
+                outcomes.append((ERROR, format_exception(exc)))
+            slot[_SLOT_START] = 0.0
+        try:
+            payload = pickle.dumps(("done", outcomes), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - an unpicklable result is that call's error
+            payload = pickle.dumps(("done", _picklable(outcomes, exc)))
+        conn.send_bytes(payload)
+
+
+def _picklable(outcomes: list[Outcome], exc: Exception) -> list[Outcome]:
+    safe: list[Outcome] = []
+    for outcome in outcomes:
+        try:
+            pickle.dumps(outcome)
+            safe.append(outcome)
+        except Exception:  # noqa: BLE001
+            safe.append((ERROR, f"result cannot be sent back from the worker: {exc}"))
+    return safe
+
+
+# ---------------------------------------------------------------- parent side
+
+
+@dataclass
+class _Job:
+    key: str
+    items: Sequence[Any]
+    limits: Sequence[float]
+    future: Future[list[Outcome]]
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: multiprocessing.connection.Connection
+    slot: Any
+    known: set[str] = field(default_factory=set)
+
+
+class WorkerPool:
+    """A pool of worker processes that run registered programs with hard per-call timeouts.
+
+    >>> pool = WorkerPool(2)
+    >>> pool.register("double", lambda x: 2 * x)
+    >>> pool.run("double", [1, 2], [5.0, 5.0]).result()
+    [(0, 2), (0, 4)]
+    """
+
+    def __init__(self, size: int | None = None, *, start_method: str | None = None):
+        self.size = size if size is not None else default_worker_count()
+        if self.size < 1:
+            raise ValueError(f"a worker pool needs at least 1 process, not {self.size}")
+        method = start_method or ("forkserver" if "forkserver" in
+                                  multiprocessing.get_all_start_methods() else "spawn")
+        self._context = multiprocessing.get_context(method)
+        if method == "forkserver":
+            # Workers that are replaced after a timeout start warm from the fork server.
+            self._context.set_forkserver_preload(["rewardsmith.workers", "rewardsmith.rewards"])
+        self._programs: dict[str, bytes] = {}
+        self._queue: queue.Queue[_Job | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._threads: list[threading.Thread] = []
+        self.replaced = 0  # workers killed and replaced (timeouts, crashes)
+
+    # -- public API
+
+    def register(self, key: str, program: Callable[[Any], Any]) -> None:
+        """Make ``program`` (a picklable callable of one item) runnable under ``key``."""
+        with self._lock:
+            if key not in self._programs:
+                self._programs[key] = cloudpickle.dumps(program)
+        self._start()
+
+    def run(self, key: str, items: Sequence[Any], limits: Sequence[float]) -> Future[list[Outcome]]:
+        """Run the program ``key`` on each item, each with its own time limit in seconds."""
+        if key not in self._programs:
+            raise KeyError(f"no program registered as {key!r}")
+        if len(items) != len(limits):
+            raise ValueError("items and limits must have the same length")
+        future: Future[list[Outcome]] = Future()
+        if not items:
+            future.set_result([])
+            return future
+        if self._closed:
+            raise RuntimeError("the worker pool is closed")
+        self._queue.put(_Job(key, items, limits, future))
+        return future
+
+    def call(self, func: Callable[..., Any], *args: Any, timeout: float) -> Any:
+        """Run ``func(*args)`` in a worker; raise ``CallTimeout`` past ``timeout`` seconds."""
+        key = f"call:{id(func)}"
+        self.register(key, _Apply(func))
+        [(status, value)] = self.run(key, [args], [timeout]).result()
+        if status == OK:
+            return value
+        if status == TIMEOUT:
+            raise CallTimeout(value)
+        raise RuntimeError(value)
+
+    def close(self) -> None:
+        """Stop every worker; calls not yet started fail."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for _ in self._threads:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join(timeout=5)
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None and not job.future.done():
+                job.future.set_exception(RuntimeError("the worker pool was closed"))
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._threads or self._closed:
+                return
+            for index in range(self.size):
+                thread = threading.Thread(
+                    target=self._drive, name=f"rewardsmith-worker-{index}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+
+    def _spawn(self) -> _Worker:
+        parent_conn, child_conn = self._context.Pipe()
+        slot = self._context.Array("d", 3, lock=False)
+        process = self._context.Process(
+            target=_worker_main, args=(child_conn, slot), name="rewardsmith-worker", daemon=True
+        )
+        process.start()
+        child_conn.close()
+        return _Worker(process, parent_conn, slot)
+
+    def _kill(self, worker: _Worker) -> None:
+        with contextlib.suppress(Exception):
+            worker.process.kill()
+        with contextlib.suppress(Exception):
+            worker.process.join(timeout=2)
+        with contextlib.suppress(Exception):
+            worker.conn.close()
+        self.replaced += 1
+
+    def _drive(self) -> None:
+        worker: _Worker | None = None
+        try:
+            while True:
+                job = self._queue.get()
+                if job is None:
+                    return
+                if worker is None or not worker.process.is_alive():
+                    worker = self._spawn()
+                try:
+                    worker = self._run_job(worker, job)
+                except BaseException as exc:  # noqa: BLE001 - never lose a caller's future
+                    if not job.future.done():
+                        job.future.set_exception(exc)
+                    if worker is not None:
+                        self._kill(worker)
+                    worker = None
+        finally:
+            if worker is not None:
+                with contextlib.suppress(Exception):
+                    worker.conn.send_bytes(pickle.dumps(("stop",)))
+                worker.process.join(timeout=1)
+                if worker.process.is_alive():
+                    worker.process.kill()
+
+    def _ensure_program(self, worker: _Worker, key: str) -> str | None:
+        if key in worker.known:
+            return None
+        worker.conn.send_bytes(pickle.dumps(("register", key, self._programs[key])))
+        reply = pickle.loads(worker.conn.recv_bytes())
+        if reply[2] is not None:
+            return f"the reward could not be loaded in a worker process: {reply[2]}"
+        worker.known.add(key)
+        return None
+
+    def _run_job(self, worker: _Worker, job: _Job) -> _Worker:
+        outcomes: list[Outcome | None] = [None] * len(job.items)
+        pending = list(range(len(job.items)))
+        while pending:
+            try:
+                problem = self._ensure_program(worker, job.key)
+            except (EOFError, OSError):
+                problem = "the worker process exited while loading the reward"
+            if problem is not None:
+                for index in pending:
+                    outcomes[index] = (ERROR, problem)
+                break
+            items = [job.items[i] for i in pending]
+            limits = [float(job.limits[i]) for i in pending]
+            worker.slot[_SLOT_START] = 0.0
+            worker.conn.send_bytes(
+                pickle.dumps(("run", job.key, items, limits), protocol=pickle.HIGHEST_PROTOCOL)
+            )
+            reply, failed_at, failure = self._wait(worker)
+            if reply is not None:
+                for index, outcome in zip(pending, reply):
+                    outcomes[index] = outcome
+                break
+            # The worker was killed (timeout) or died at relative index ``failed_at``: that call
+            # gets the failure; the calls before it are redone (their results died with it).
+            outcomes[pending[failed_at]] = failure
+            pending = pending[:failed_at] + pending[failed_at + 1 :]
+            worker = self._spawn()
+        if not job.future.done():
+            job.future.set_result([o if o is not None else (ERROR, "lost") for o in outcomes])
+        return worker
+
+    def _wait(self, worker: _Worker) -> tuple[list[Outcome] | None, int, Outcome]:
+        slot = worker.slot
+        while True:
+            try:
+                ready = worker.conn.poll(_POLL_SECONDS)
+            except (EOFError, OSError):
+                ready = True
+            if ready:
+                try:
+                    message = pickle.loads(worker.conn.recv_bytes())
+                    return message[1], -1, (OK, None)
+                except (EOFError, OSError):
+                    index = int(slot[_SLOT_INDEX])
+                    worker.process.join(timeout=1)
+                    code = worker.process.exitcode
+                    self._kill(worker)
+                    return None, index, (
+                        ERROR, f"the worker process died while running this call (exit code {code})"
+                    )
+            started = slot[_SLOT_START]
+            if started > 0.0:
+                limit = slot[_SLOT_LIMIT]
+                elapsed = time.monotonic() - started
+                if elapsed > limit:
+                    index = int(slot[_SLOT_INDEX])
+                    self._kill(worker)
+                    return None, index, (
+                        TIMEOUT, f"timed out after {limit:g} s (worker process killed)"
+                    )
+            elif not worker.process.is_alive():
+                index = int(slot[_SLOT_INDEX])
+                code = worker.process.exitcode
+                self._kill(worker)
+                return None, index, (
+                    ERROR, f"the worker process died while running this call (exit code {code})"
+                )
+
+
+class _Apply:
+    """A program that calls ``func(*args)`` for each item ``args``."""
+
+    def __init__(self, func: Callable[..., Any]):
+        self.func = func
+
+    def __call__(self, args: tuple[Any, ...]) -> Any:
+        return self.func(*args)
