@@ -1,1 +1,59 @@
-"""rewardsmith: rewards for RL post-training of language models."""
+"""rewardsmith: rewards for RL post-training of language models.
+
+Everything users need is importable from here::
+
+    from rewardsmith import Rubric, Component, Engine, Rollout, group_reward
+"""
+
+from .calling import group_reward
+from .engine import Engine, score_rollouts
+from .errors import (
+    AdvantageError,
+    BudgetExhausted,
+    ConfigError,
+    InputError,
+    JudgeError,
+    LoadError,
+    RewardsmithError,
+    RewardValueError,
+    RubricError,
+    StoreError,
+)
+from .io import read_rollouts, read_scores, rollout_from_dict, write_scores
+from .loading import load_reward
+from .rubric import Component, Rubric
+from .scoring import ScoreJob
+from .summary import RunSummary
+from .types import ComponentResult, Rollout, Score, Status
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AdvantageError",
+    "BudgetExhausted",
+    "Component",
+    "ComponentResult",
+    "ConfigError",
+    "Engine",
+    "InputError",
+    "JudgeError",
+    "LoadError",
+    "Rollout",
+    "Rubric",
+    "RewardValueError",
+    "RewardsmithError",
+    "RubricError",
+    "RunSummary",
+    "Score",
+    "ScoreJob",
+    "Status",
+    "StoreError",
+    "__version__",
+    "group_reward",
+    "load_reward",
+    "read_rollouts",
+    "read_scores",
+    "rollout_from_dict",
+    "score_rollouts",
+    "write_scores",
+]

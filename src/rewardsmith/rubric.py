@@ -271,6 +271,9 @@ class Rubric:
                 component.resolve(self.timeout)
             except LoadError as exc:
                 raise LoadError(f"{self.source}: components.{component.name}: {exc}") from exc
+            except RubricError as exc:
+                raise RubricError(f"{self.source}: components.{component.name}.params: {exc}") \
+                    from exc
         self._resolved = True
 
     # -- identity

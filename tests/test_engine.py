@@ -1,0 +1,185 @@
+"""The engine: order, crash isolation, hard timeouts, async rewards, group rewards, streaming."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rewardsmith import Component, Engine, Rollout, Rubric, Status
+from rewardsmith.rewards.answers import gsm8k
+
+FIXTURES = Path(__file__).parent / "fixtures" / "user_rewards.py"
+
+
+def spec(name: str) -> str:
+    return f"{FIXTURES}:{name}"
+
+
+def rollouts(texts: list[str], group: str = "g", answer: object = None) -> list[Rollout]:
+    return [Rollout(str(i), group, "p", t, answer) for i, t in enumerate(texts)]
+
+
+@pytest.fixture(scope="module")
+def misbehaving() -> Rubric:
+    return Rubric([
+        Component("crash", spec("crash_on_empty")),
+        Component("hang", spec("loop_forever"), timeout=1.0),
+        Component("die", spec("die")),
+    ], on_error="mask")
+
+
+def test_crash_isolation_and_hard_timeout(misbehaving: Rubric) -> None:
+    texts = ["ok", "", "hang", "die", "fine"]
+    with Engine(misbehaving, workers=2) as engine:
+        started = time.monotonic()
+        scores = engine.score_group(rollouts(texts))
+        elapsed = time.monotonic() - started
+    assert elapsed < 1.0 + 1.5  # stopped within timeout + 1 s (plus process start-up)
+    by_id = {s.id: s for s in scores}
+    assert [s.id for s in scores] == ["0", "1", "2", "3", "4"]  # input order
+    assert by_id["0"].status is Status.OK and by_id["0"].reward == 2.5
+    assert by_id["1"].status is Status.ERROR and "empty completion" in by_id["1"].errors["crash"]
+    assert by_id["1"].reward is None  # masked by default
+    assert by_id["1"].components["hang"] == 1.0  # the other components still ran
+    assert by_id["2"].status is Status.TIMEOUT and "timed out after 1 s" in by_id["2"].errors["hang"]
+    assert by_id["3"].status is Status.ERROR and "exit code 7" in by_id["3"].errors["die"]
+    assert by_id["4"].status is Status.OK
+
+
+def test_on_error_number() -> None:
+    rubric = Rubric([Component("crash", spec("crash_on_empty"))], on_error=-1.0)
+    with Engine(rubric, workers=1) as engine:
+        scores = engine.score_group(rollouts(["", "x"]))
+    assert [s.reward for s in scores] == [-1.0, 1.0]
+    assert scores[0].status is Status.ERROR
+
+
+def test_timeout_clock_starts_when_the_call_starts() -> None:
+    # Five 0.3 s calls in one worker take 1.5 s in all, but each is under its 1 s limit.
+    rubric = Rubric([Component("slow", spec("sleepy"), timeout=1.0)])
+    with Engine(rubric, workers=1) as engine:
+        scores = engine.score_group(rollouts(["a"] * 5))
+    assert all(s.status is Status.OK for s in scores)
+
+
+def test_return_values_are_read_into_one_type() -> None:
+    rubric = Rubric([
+        Component("nan", spec("returns_nan")),
+        Component("text", spec("returns_text")),
+        Component("dict", spec("as_dict")),
+    ])
+    with Engine(rubric, workers=0) as engine:
+        [score] = engine.score_group(rollouts(["abc"]))
+    assert "non-finite" in score.errors["nan"]
+    assert "returned str" in score.errors["text"]
+    assert score.components["dict"] == 0.5
+    assert score.metrics == {"dict.length": 3.0}
+    assert score.status is Status.ERROR
+
+
+def test_abstain_masks() -> None:
+    rubric = Rubric([Component("a", spec("abstain")), Component("b", "marker")])
+    with Engine(rubric, workers=0) as engine:
+        scores = engine.score_group(rollouts(["skip", "#### 1"]))
+    assert scores[0].status is Status.MASKED and scores[0].reward is None
+    assert scores[1].reward == 2.0
+
+
+def test_all_injected_names() -> None:
+    rubric = Rubric([Component("all", spec("everything")),
+                     Component("bonus", spec("with_params"), params={"bonus": 0.25})])
+    with Engine(rubric, workers=1) as engine:
+        [score] = engine.score_group(rollouts(["x"]))
+    assert score.components == {"all": 1.0, "bonus": 0.25}
+
+
+def test_async_rewards_run_concurrently_and_time_out() -> None:
+    rubric = Rubric([Component("len", spec("async_len")),
+                     Component("hang", spec("async_hang"), timeout=0.5)], on_error=0.0)
+    with Engine(rubric, max_concurrency=64) as engine:
+        started = time.monotonic()
+        scores = engine.score_group(rollouts(["a" * i for i in range(40)]))
+        elapsed = time.monotonic() - started
+    assert elapsed < 3.0  # 40 x 0.5 s would be 20 s if they ran one by one
+    assert [s.components["len"] for s in scores] == [float(i) for i in range(40)]
+    assert all(s.status is Status.TIMEOUT and s.reward == 0.0 for s in scores)
+
+
+def test_group_reward() -> None:
+    rubric = Rubric([Component("rank", spec("rank_in_group")),
+                     Component("bad", spec("wrong_length"))])
+    with Engine(rubric, workers=1) as engine:
+        scores = engine.score_group(rollouts(["ccc", "a", "bb"]))
+    assert [s.components["rank"] for s in scores] == [2.0, 0.0, 1.0]
+    assert all("returned 1 values for a group of 3" in s.errors["bad"] for s in scores)
+
+
+def test_python_callables_work_in_workers() -> None:
+    rubric = Rubric([Component("correct", gsm8k), Component("lam", lambda completion: 0.5)])
+    with Engine(rubric, workers=1) as engine:
+        [score] = engine.score_group(rollouts(["#### 3"], answer="3"))
+    assert score.components == {"correct": 1.0, "lam": 0.5}
+
+
+def test_score_keeps_input_order_across_interleaved_groups() -> None:
+    rubric = Rubric([Component("len", spec("exact_len"))])
+    items = [Rollout(str(i), f"g{i % 3}", "p", "x" * (i % 4), i % 4) for i in range(30)]
+    with Engine(rubric, workers=2, batch_rollouts=4) as engine:
+        scores = engine.score(items)
+    assert [s.id for s in scores] == [r.id for r in items]
+    assert all(s.reward == 1.0 for s in scores)
+
+
+def test_stream_yields_groups_in_order_and_async_stream() -> None:
+    rubric = Rubric([Component("n", "number")])
+    groups = [rollouts([f"{g}"] * 4, group=f"g{g}", answer=g) for g in range(10)]
+    with Engine(rubric, workers=1) as engine:
+        streamed = list(engine.stream(iter(groups)))
+        assert [s[0].group for s in streamed] == [f"g{g}" for g in range(10)]
+        assert all(s.reward == 1.0 for group in streamed for s in group)
+
+        async def produce():  # type: ignore[no-untyped-def]
+            for group in groups:
+                await asyncio.sleep(0)
+                yield group
+
+        async def consume() -> list[list[object]]:
+            return [scores async for scores in engine.astream(produce())]
+
+        assert len(asyncio.run(consume())) == 10
+        unordered = list(engine.stream(groups, ordered=False))
+        assert sorted(s[0].group for s in unordered) == sorted(f"g{g}" for g in range(10))
+
+
+def test_sync_api_from_threads_and_async_api_from_a_loop() -> None:
+    rubric = Rubric([Component("n", "number")])
+    with Engine(rubric, workers=1) as engine:
+        results: list[float | None] = []
+
+        def worker() -> None:
+            results.extend(s.reward for s in engine.score_group(rollouts(["7"], answer=7)))
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert results == [1.0] * 4
+
+        async def main() -> list[float | None]:
+            scores = await engine.ascore_group(rollouts(["7"], answer=7))
+            return [s.reward for s in scores]
+
+        assert asyncio.run(main()) == [1.0]
+
+
+def test_label_errors_are_the_datasets_fault() -> None:
+    rubric = Rubric([Component("correct", "gsm8k")])
+    with Engine(rubric, workers=0) as engine:
+        [score] = engine.score_group(rollouts(["#### 4"], answer=None))
+    assert score.status is Status.ERROR
+    assert "reference answer is missing" in score.errors["correct"]
