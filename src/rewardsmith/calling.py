@@ -42,6 +42,9 @@ __all__ = [
     "is_async_reward",
     "make_binder",
     "make_group_binder",
+    "make_row_binder",
+    "row_fields",
+    "ROW_FIELDS",
     "to_component_result",
     "run_coroutine_sync",
     "call_any",
@@ -153,6 +156,14 @@ def make_binder(
 ) -> Callable[[Rollout], Any]:
     """A function ``call(rollout)`` that calls ``func`` with injected fields and bound params."""
     injected, constants = _plan(func, params or {}, _SINGLE_FIELDS, _KWARGS_FIELDS, what)
+    if not constants and _leading_positional(func, [name for name, _ in injected]):
+        # The common shape, f(completion, answer): a positional call skips building a dict.
+        if len(injected) == 1:
+            ((_, g1),) = injected
+            return lambda r: func(g1(r))
+        if len(injected) == 2:
+            (_, g1), (_, g2) = injected
+            return lambda r: func(g1(r), g2(r))
     if len(injected) == 2 and not constants:
         (n1, g1), (n2, g2) = injected
         return lambda r: func(**{n1: g1(r), n2: g2(r)})
@@ -161,6 +172,77 @@ def make_binder(
         kwargs = dict(constants)
         for name, getter in injected:
             kwargs[name] = getter(rollout)
+        return func(**kwargs)
+
+    return call
+
+
+def _leading_positional(func: Callable[..., Any], names: list[str]) -> bool:
+    """True when ``names`` are ``func``'s first parameters, in order, and may be positional."""
+    try:
+        parameters = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if len(parameters) < len(names):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return all(p.name == n and p.kind in positional for p, n in zip(parameters, names))
+
+
+# Row layouts: the fields a batch of single-rollout rewards reads, sent to worker processes as
+# plain tuples instead of whole rollouts (less to pickle, nothing to rebuild).
+ROW_FIELDS: dict[str, Callable[[Rollout], Any]] = {
+    "text": lambda r: r.text,
+    "answer": lambda r: r.answer,
+    "prompt": lambda r: r.prompt_text,
+    "metadata": lambda r: r.metadata,
+    "truncated": lambda r: r.truncated,
+    "id": lambda r: r.id,
+    "group": lambda r: r.group,
+}
+_ROW_FIELD_OF = {
+    "completion": "text", "response": "text", "answer": "answer", "label": "answer",
+    "ground_truth": "answer", "prompt": "prompt", "metadata": "metadata",
+    "truncated": "truncated", "id": "id", "group": "group",
+}
+
+
+def row_fields(func: Callable[..., Any], params: Mapping[str, Any] | None = None) -> set[str] | None:
+    """The row fields ``func`` reads, or None when it needs the whole ``Rollout``."""
+    injected, _ = _plan(func, params or {}, _SINGLE_FIELDS, _KWARGS_FIELDS, "reward")
+    fields = set()
+    for name, _getter in injected:
+        if name not in _ROW_FIELD_OF:
+            return None
+        fields.add(_ROW_FIELD_OF[name])
+    return fields
+
+
+def make_row_binder(
+    func: Callable[..., Any], params: Mapping[str, Any] | None, layout: Sequence[str],
+    *, what: str = "reward",
+) -> Callable[[Sequence[Any]], Any]:
+    """Like ``make_binder``, for a row tuple whose fields are named by ``layout``."""
+    injected, constants = _plan(func, params or {}, _SINGLE_FIELDS, _KWARGS_FIELDS, what)
+    positions = [(name, layout.index(_ROW_FIELD_OF[name])) for name, _ in injected]
+    if not constants and _leading_positional(func, [name for name, _ in positions]):
+        if len(positions) == 1:
+            ((_, q1),) = positions
+            return lambda row: func(row[q1])
+        if len(positions) == 2:
+            (_, q1), (_, q2) = positions
+            return lambda row: func(row[q1], row[q2])
+    if len(positions) == 1 and not constants:
+        ((n1, p1),) = positions
+        return lambda row: func(**{n1: row[p1]})
+    if len(positions) == 2 and not constants:
+        (n1, p1), (n2, p2) = positions
+        return lambda row: func(**{n1: row[p1], n2: row[p2]})
+
+    def call(row: Sequence[Any]) -> Any:
+        kwargs = dict(constants)
+        for name, position in positions:
+            kwargs[name] = row[position]
         return func(**kwargs)
 
     return call

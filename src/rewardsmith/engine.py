@@ -15,11 +15,25 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, It
 from concurrent.futures import Future
 from typing import Any, Protocol, Union, cast
 
-from .calling import make_binder, make_group_binder, to_component_result
+from .calling import (
+    ROW_FIELDS,
+    make_binder,
+    make_group_binder,
+    make_row_binder,
+    row_fields,
+    to_component_result,
+)
 from .loading import load_reward
 from .rubric import Component, Rubric
 from .types import ComponentResult, Rollout, Score, Status
-from .workers import ERROR, OK, WorkerPool, default_worker_count, format_exception
+from .workers import (
+    ERROR,
+    BatchResult,
+    Outcome,
+    WorkerPool,
+    default_worker_count,
+    format_exception,
+)
 
 __all__ = ["Engine", "ResultCache", "score_rollouts"]
 
@@ -58,34 +72,50 @@ def _as_tuple(rollout: Rollout) -> RolloutTuple:
 
 
 class _SyncProgram:
-    """Runs the rubric's sync rewards inside a worker process; built lazily there."""
+    """Runs the rubric's sync rewards inside a worker process; built lazily there.
 
-    def __init__(self, components: Sequence[Component]):
+    An item is either an int ``row * len(singles) + k`` (single reward ``k`` on row ``row`` of
+    the batch's shared rows) or ``(k, tuples)`` for group reward ``k`` on full rollout tuples.
+    """
+
+    def __init__(self, singles: Sequence[Component], groups: Sequence[Component],
+                 layout: Sequence[str] | None):
         # Import paths travel as text and are imported in the worker exactly as in the parent;
         # Python callables travel by value (cloudpickle).
-        self.specs = [
-            (c.reward if isinstance(c.reward, str) else c.func, c.params, c.reward_key, c.group,
-             c.name)
-            for c in components
-        ]
-        self._binders: list[Callable[[Any], Any]] | None = None
+        def spec(c: Component) -> tuple[Any, dict[str, Any], str, str]:
+            return (c.reward if isinstance(c.reward, str) else c.func, c.params, c.reward_key,
+                    c.name)
+
+        self.singles = [spec(c) for c in singles]
+        self.groups = [spec(c) for c in groups]
+        self.layout = list(layout) if layout is not None else None
+        self._calls: list[Callable[[Any], Any]] | None = None
+        self._group_calls: list[Callable[[Any], Any]] = []
         self._last: tuple[int, Rollout] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"specs": self.specs}
+        return {"singles": self.singles, "groups": self.groups, "layout": self.layout}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.specs = state["specs"]
-        self._binders = None
+        self.singles, self.groups, self.layout = state["singles"], state["groups"], state["layout"]
+        self._calls = None
+        self._group_calls = []
         self._last = None
 
     def _build(self) -> list[Callable[[Any], Any]]:
-        binders = []
-        for reward, params, _key, group, name in self.specs:
+        calls = []
+        for reward, params, _key, name in self.singles:
             func = load_reward(reward).func if isinstance(reward, str) else reward
-            maker = make_group_binder if group else make_binder
-            binders.append(maker(func, params, what=f"component {name!r}"))
-        return binders
+            what = f"component {name!r}"
+            if self.layout is not None:
+                calls.append(make_row_binder(func, params, self.layout, what=what))
+            else:
+                binder = make_binder(func, params, what=what)
+                calls.append(lambda row, binder=binder: binder(self._rollout(row)))
+        for reward, params, _key, name in self.groups:
+            func = load_reward(reward).func if isinstance(reward, str) else reward
+            self._group_calls.append(make_group_binder(func, params, what=f"component {name!r}"))
+        return calls
 
     def _rollout(self, data: RolloutTuple) -> Rollout:
         # Consecutive calls for one rollout share the same tuple (pickle keeps the identity).
@@ -96,19 +126,31 @@ class _SyncProgram:
         self._last = (id(data), rollout)
         return rollout
 
-    def __call__(self, item: tuple[int, Any]) -> Any:
-        if self._binders is None:
-            self._binders = self._build()
-        index, payload = item
-        reward_key = self.specs[index][2]
-        if self.specs[index][3]:
-            rollouts = [Rollout(*data) for data in payload]
-            return [_compact(r) for r in _group_results(self._binders[index](rollouts),
-                                                         len(rollouts), reward_key)]
-        value = self._binders[index](self._rollout(payload))
-        if type(value) is float and value - value == 0.0:  # finite float: the fast path
-            return value
-        return _compact(to_component_result(value, reward_key))
+    def __call__(self, item: Any, rows: Sequence[Any]) -> Any:
+        calls = self._calls
+        if calls is None:
+            calls = self._calls = self._build()
+        if type(item) is int:
+            row, k = divmod(item, len(calls))
+            value = calls[k](rows[row])
+            if type(value) is float and value - value == 0.0:  # finite float: the fast path
+                return value
+            return _compact(to_component_result(value, self.singles[k][2]))
+        k, tuples = item
+        rollouts = [Rollout(*data) for data in tuples]
+        results = _group_results(self._group_calls[k](rollouts), len(rollouts), self.groups[k][2])
+        return [_compact(r) for r in results]
+
+
+def _row_layout(components: Sequence[Component]) -> list[str] | None:
+    """The fields every single sync reward reads, in a fixed order; None means whole rollouts."""
+    needed: set[str] = set()
+    for component in components:
+        fields = row_fields(component.func, component.params)  # type: ignore[arg-type]
+        if fields is None:
+            return None
+        needed |= fields
+    return [name for name in ROW_FIELDS if name in needed]
 
 
 def _group_results(values: Any, size: int, reward_key: str) -> list[ComponentResult]:
@@ -167,12 +209,21 @@ class Engine:
         self.workers = default_worker_count() if workers is None else workers
         if self.workers < 0:
             raise ValueError(f"workers must be >= 0, not {self.workers}")
+        sync = [c for c in rubric.components if not c.is_async]
+        if workers is None and self.workers == 1 and sync and all(c.bounded for c in sync):
+            # One core and only built-ins that cannot hang: a worker process would add
+            # pickling and context switches, and no parallelism. Run them here.
+            self.workers = 0
         self.max_concurrency = max_concurrency
         self.batch_rollouts = max(1, batch_rollouts)
         self.cache = cache
         self._sync = [c for c in rubric.components if not c.is_async]
         self._async = [c for c in rubric.components if c.is_async]
-        self._program = _SyncProgram(self._sync)
+        self._singles = [c for c in self._sync if not c.group]
+        self._sync_groups = [c for c in self._sync if c.group]
+        self._layout = _row_layout(self._singles)
+        self._program = _SyncProgram(self._singles, self._sync_groups, self._layout)
+        self._inline_binders: list[Callable[[Rollout], Any]] | None = None
         self._program_key = f"rubric:{rubric.id}:{id(self)}"
         self._pool: WorkerPool | None = None
         self._loop: _LoopThread | None = None
@@ -275,10 +326,13 @@ class Engine:
         groups: dict[str, list[int]] = {}
         for index, rollout in enumerate(items):
             groups.setdefault(rollout.group, []).append(index)
-        out: list[Score | None] = [None] * len(items)
         order = list(groups.values())
-        grouped = ([items[i] for i in indices] for indices in order)
-        for indices, scores in zip(order, self.stream(grouped, coalesce=True)):
+        grouped = [[items[i] for i in indices] for indices in order]
+        streamed = self.stream(grouped, coalesce=True)
+        if all(a is b for a, b in zip((r for g in grouped for r in g), items)):
+            return [score for scores in streamed for score in scores]  # already in input order
+        out: list[Score | None] = [None] * len(items)
+        for indices, scores in zip(order, streamed):
             for index, score in zip(indices, scores):
                 out[index] = score
         return [s for s in out if s is not None]
@@ -406,19 +460,23 @@ class Engine:
         rubric = self.rubric
         names = rubric.names
         weights = [c.weight for c in rubric.components]
-        # Plain weighted sums of plain floats take a fast path; anything else goes through
-        # ``Rubric.combine`` (gates, formula, failures, metrics, quantize).
+        # Plain weighted sums of plain floats take a fast path, a whole batch at a time;
+        # anything else goes through ``Rubric.combine`` (gates, formula, failures, quantize).
         simple = rubric.formula is None and rubric.quantize is None and not any(
             c.requires for c in rubric.components)
-        fsum = math.fsum
+        ok = Status.OK
+        if simple and all(type(v) is float for column in columns for v in column):
+            rows = list(zip(*columns))
+            if len(weights) == 2:
+                w1, w2 = weights  # two terms: one rounding, the same as fsum
+                totals = [w1 * a + w2 * b for a, b in rows]
+            else:
+                fsum = math.fsum  # the total does not depend on component order
+                totals = [fsum([w * v for w, v in zip(weights, row)]) for row in rows]
+            return [Score(r.id, r.group, total, ok, dict(zip(names, row)))
+                    for r, total, row in zip(rollouts, totals, rows)]
         scores = []
-        for index, (rollout, cells) in enumerate(zip(rollouts, zip(*columns))):
-            if simple and all(type(cell) is float for cell in cells):
-                values = cast("tuple[float, ...]", cells)
-                total = fsum([w * v for w, v in zip(weights, values)])
-                scores.append(Score(rollout.id, rollout.group, total, Status.OK,
-                                    dict(zip(names, values))))
-                continue
+        for rollout, cells in zip(rollouts, zip(*columns)):
             per = {name: _as_result(cell) for name, cell in zip(names, cells)}
             reward, status, components, errors, metrics = rubric.combine(per)
             scores.append(Score(rollout.id, rollout.group, reward, status, components, errors,
@@ -456,56 +514,119 @@ class Engine:
             if fresh:
                 self.cache.record(component.identity(), fresh)
 
+    def _rows(self, rollouts: list[Rollout]) -> list[Any]:
+        if self._layout is None:
+            return [_as_tuple(r) for r in rollouts]
+        getters = [ROW_FIELDS[name] for name in self._layout]
+        if len(getters) == 1:
+            (g1,) = getters
+            return [(g1(r),) for r in rollouts]
+        if len(getters) == 2:
+            g1, g2 = getters
+            return [(g1(r), g2(r)) for r in rollouts]
+        return [tuple(g(r) for g in getters) for r in rollouts]
+
     async def _run_sync(self, groups: list[list[Rollout]], rollouts: list[Rollout],
                         results: dict[str, list[Cell]]) -> None:
-        items: list[tuple[int, Any]] = []
-        limits: list[float] = []
-        targets: list[tuple[str, int | list[int]]] = []
-        tuples = [_as_tuple(r) for r in rollouts]
-        singles = [(i, c) for i, c in enumerate(self._sync) if not c.group]
-        grouped = [(i, c) for i, c in enumerate(self._sync) if c.group]
-        for index, data in enumerate(tuples):
-            for component_index, component in singles:
-                if results[component.name][index] is None:
-                    items.append((component_index, data))
-                    limits.append(float(component.timeout or self.rubric.timeout))
-                    targets.append((component.name, index))
+        singles = self._singles
+        count = len(singles)
+        columns = [results[c.name] for c in singles]
+        limits_of = [float(c.timeout or self.rubric.timeout) for c in singles]
+        if all(cell is None for column in columns for cell in column):
+            items: list[Any] = list(range(len(rollouts) * count))  # every call: the usual case
+        else:
+            items = [row * count + k for row in range(len(rollouts))
+                     for k in range(count) if columns[k][row] is None]
+        limits: list[float] = [limits_of[i % count] for i in items] if count else []
+        group_targets: list[tuple[str, list[int]]] = []
         start = 0
         for group in groups:
             span = list(range(start, start + len(group)))
             start += len(group)
-            for component_index, component in grouped:
-                items.append((component_index, [tuples[i] for i in span]))
+            for k, component in enumerate(self._sync_groups):
+                items.append((k, [_as_tuple(rollouts[i]) for i in span]))
                 limits.append(float(component.timeout or self.rubric.timeout))
-                targets.append((component.name, span))
+                group_targets.append((component.name, span))
         if not items:
             return
         self.calls += len(items)
+        if self._pool is None and not group_targets and len(items) == len(rollouts) * count:
+            self._run_columns_inline(rollouts, columns)
+            return
+        rows = self._rows(rollouts) if count else []
         if self._pool is not None:
-            outcomes = await asyncio.wrap_future(
-                self._pool.run(self._program_key, items, limits))
+            batch = await asyncio.wrap_future(self._pool.run(self._program_key, items, limits, rows))
         else:
-            outcomes = [self._run_inline(item) for item in items]
-        for (name, where), (status, value) in zip(targets, outcomes):
+            batch = self._run_inline(items, rows)
+        values, failures = batch.values, batch.failures
+        singles_done = len(items) - len(group_targets)
+        if count and singles_done == len(rollouts) * count:
+            # Every call was made (no cache hits): each column is a stride of the values.
+            for k in range(count):
+                column = values[k:singles_done:count]
+                if not all(type(v) is float for v in column):
+                    column = [v if type(v) is float or v is None else _expand(v)
+                              for v in column]
+                columns[k][:] = column
+            for position, failure in failures.items():
+                if position < singles_done:
+                    row, k = divmod(position, count)
+                    columns[k][row] = _failure(*failure)
+        else:
+            for position in range(singles_done):
+                row, k = divmod(items[position], count)
+                failure = failures.get(position)
+                if failure is not None:
+                    columns[k][row] = _failure(*failure)
+                    continue
+                value = values[position]
+                columns[k][row] = value if type(value) is float else _expand(value)
+        for offset, (name, span) in enumerate(group_targets):
+            position = singles_done + offset
             column = results[name]
-            if isinstance(where, list):
-                if status == OK:
-                    for index, compact in zip(where, value):
-                        column[index] = compact if type(compact) is float else _expand(compact)
-                else:
-                    failure = _failure(status, value)
-                    for index in where:
-                        column[index] = failure
-            elif status == OK:
-                column[where] = value if type(value) is float else _expand(value)
+            failure = failures.get(position)
+            if failure is not None:
+                for index in span:
+                    column[index] = _failure(*failure)
             else:
-                column[where] = _failure(status, value)
+                for index, compact in zip(span, values[position]):
+                    column[index] = _expand(compact)
 
-    def _run_inline(self, item: tuple[int, Any]) -> tuple[int, Any]:
-        try:
-            return (OK, self._program(item))
-        except Exception as exc:  # noqa: BLE001 - a failure is data
-            return (ERROR, format_exception(exc))
+    def _run_columns_inline(self, rollouts: list[Rollout], columns: list[list[Cell]]) -> None:
+        """In-process, one column at a time: no per-call bookkeeping unless a call fails."""
+        if self._inline_binders is None:
+            self._inline_binders = [make_binder(c.func, c.params,  # type: ignore[arg-type]
+                                                what=f"component {c.name!r}")
+                                    for c in self._singles]
+        for component, binder, column in zip(self._singles, self._inline_binders, columns):
+            try:
+                values: list[Any] = [binder(r) for r in rollouts]
+            except Exception:  # noqa: BLE001 - redo this column call by call, below
+                values = []
+                for rollout in rollouts:
+                    try:
+                        values.append(binder(rollout))
+                    except Exception as exc:  # noqa: BLE001 - a failure is data
+                        values.append(ComponentResult.failed(Status.ERROR,
+                                                             format_exception(exc)))
+            for index, value in enumerate(values):
+                if type(value) is float and value - value == 0.0:
+                    column[index] = value
+                elif isinstance(value, ComponentResult) and value.error is not None:
+                    column[index] = value
+                else:
+                    column[index] = to_component_result(value, component.reward_key)
+
+    def _run_inline(self, items: list[Any], rows: list[Any]) -> BatchResult:
+        values: list[Any] = []
+        failures: dict[int, Outcome] = {}
+        for position, item in enumerate(items):
+            try:
+                values.append(self._program(item, rows))
+            except Exception as exc:  # noqa: BLE001 - a failure is data
+                values.append(None)
+                failures[position] = (ERROR, format_exception(exc))
+        return BatchResult(values, failures)
 
     async def _run_async(self, component: Component, groups: list[list[Rollout]],
                          results: dict[str, list[Cell]]) -> None:
@@ -579,7 +700,7 @@ def _as_result(cell: Cell) -> ComponentResult:
     return cast(ComponentResult, cell)
 
 
-def _failure(status: int, message: Any) -> ComponentResult:
+def _failure(status: int, message: Any) -> ComponentResult:  # from a worker Outcome
     return ComponentResult.failed(Status.TIMEOUT if status == 2 else Status.ERROR, str(message))
 
 

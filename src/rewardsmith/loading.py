@@ -32,6 +32,7 @@ class LoadedReward:
     spec: str
     builtin: bool
     default_timeout: float | None = None
+    bounded: bool = False  # a built-in that cannot hang (linear time)
 
 
 def load_reward(spec: str | Callable[..., Any]) -> LoadedReward:
@@ -70,7 +71,8 @@ def _from_builtins(name: str) -> LoadedReward:
             f"unknown built-in reward {name!r}.{hint} Run 'rewardsmith list' for all built-ins; "
             f"for your own function use 'module:func', 'module.func' or 'path/to/file.py:func'."
         )
-    return LoadedReward(found.func, name, builtin=True, default_timeout=found.default_timeout)
+    return LoadedReward(found.func, name, builtin=True, default_timeout=found.default_timeout,
+                        bounded=found.bounded)
 
 
 def _search_path_text() -> str:

@@ -77,6 +77,7 @@ class Component:
     # Filled by ``resolve``:
     func: Callable[..., Any] | None = field(default=None, repr=False)
     is_async: bool = False
+    bounded: bool = False
     spec: str = ""
     _identity: str = field(default="", repr=False)
 
@@ -92,6 +93,7 @@ class Component:
         loaded = load_reward(self.reward)
         self.func = loaded.func
         self.spec = loaded.spec
+        self.bounded = loaded.bounded
         self.group = self.group or is_group_reward(loaded.func)
         self.is_async = is_async_reward(loaded.func)
         if self.timeout is None:
@@ -363,6 +365,8 @@ def _component_from_config(name: str, config: Any, source: str) -> list[Componen
     if not isinstance(config, Mapping):
         raise RubricError(f"{where}: expected a mapping such as {{reward: gsm8k, weight: 1.0}}, "
                           f"got {type(config).__name__}")
+    if "judge" in config and "judge" not in _COMPONENT_KINDS:
+        from . import judge as _judge  # noqa: F401  (registers the ``judge:`` kind)
     for key, factory in _COMPONENT_KINDS.items():
         if key in config:
             if "reward" in config:

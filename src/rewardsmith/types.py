@@ -110,7 +110,8 @@ class Rollout:
     @property
     def text(self) -> str:
         """The completion's text: the string, or the last assistant message's content."""
-        return message_text(self.completion)
+        completion = self.completion
+        return completion if type(completion) is str else message_text(completion)
 
     @property
     def prompt_text(self) -> str:

@@ -28,14 +28,14 @@ from typing import Any
 
 import cloudpickle
 
-__all__ = ["CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK", "ERROR", "TIMEOUT",
+__all__ = ["BatchResult", "CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK", "ERROR", "TIMEOUT",
            "default_worker_count", "format_exception"]
 
 OK, ERROR, TIMEOUT = 0, 1, 2
 Outcome = tuple[int, Any]  # (OK, value) | (ERROR, message) | (TIMEOUT, message)
 
 _POLL_SECONDS = 0.01
-_SLOT_INDEX, _SLOT_LIMIT, _SLOT_START = 0, 1, 2
+_SLOT_INDEX, _SLOT_START = 0, 1
 
 
 class CallTimeout(Exception):
@@ -69,7 +69,11 @@ def format_exception(exc: BaseException) -> str:
 
 
 def _worker_main(conn: multiprocessing.connection.Connection, slot: Any) -> None:
-    programs: dict[str, Callable[[Any], Any]] = {}
+    programs: dict[str, Callable[[Any, Any], Any]] = {}
+    clock = time.monotonic
+    # A memoryview writes to shared memory several times faster than ctypes item assignment,
+    # and this runs twice per call.
+    view = memoryview(slot).cast("B").cast("d")
     while True:
         try:
             message = pickle.loads(conn.recv_bytes())
@@ -86,37 +90,53 @@ def _worker_main(conn: multiprocessing.connection.Connection, slot: Any) -> None
             except BaseException as exc:  # noqa: BLE001 - reported to the parent
                 conn.send_bytes(pickle.dumps(("registered", key, format_exception(exc))))
             continue
-        _, key, items, limits = message
+        _, key, shared, items = message
         program = programs[key]
-        outcomes: list[Outcome] = []
+        values: list[Any] = []
+        failures: dict[int, Outcome] = {}
+        append = values.append
         for index, item in enumerate(items):
-            slot[_SLOT_INDEX] = index
-            slot[_SLOT_LIMIT] = limits[index]
-            slot[_SLOT_START] = time.monotonic()
+            view[_SLOT_INDEX] = index
+            view[_SLOT_START] = clock()
             try:
-                outcomes.append((OK, program(item)))
+                append(program(item, shared))
             except BaseException as exc:  # noqa: BLE001 - a failure is data
-                outcomes.append((ERROR, format_exception(exc)))
-            slot[_SLOT_START] = 0.0
+                append(None)
+                failures[index] = (ERROR, format_exception(exc))
+            view[_SLOT_START] = 0.0
         try:
-            payload = pickle.dumps(("done", outcomes), protocol=pickle.HIGHEST_PROTOCOL)
+            payload = pickle.dumps(("done", values, failures), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001 - an unpicklable result is that call's error
-            payload = pickle.dumps(("done", _picklable(outcomes, exc)))
+            payload = pickle.dumps(("done", *_picklable(values, failures, exc)))
         conn.send_bytes(payload)
 
 
-def _picklable(outcomes: list[Outcome], exc: Exception) -> list[Outcome]:
-    safe: list[Outcome] = []
-    for outcome in outcomes:
+def _picklable(values: list[Any], failures: dict[int, Outcome],
+               exc: Exception) -> tuple[list[Any], dict[int, Outcome]]:
+    for index, value in enumerate(values):
         try:
-            pickle.dumps(outcome)
-            safe.append(outcome)
+            pickle.dumps(value)
         except Exception:  # noqa: BLE001
-            safe.append((ERROR, f"result cannot be sent back from the worker: {exc}"))
-    return safe
+            values[index] = None
+            failures[index] = (ERROR, f"result cannot be sent back from the worker: {exc}")
+    return values, failures
 
 
 # ---------------------------------------------------------------- parent side
+
+
+@dataclass
+class BatchResult:
+    """What a batch returned: ``values[i]`` for call i, unless ``failures`` holds call i."""
+
+    values: list[Any]
+    failures: dict[int, Outcome]
+
+    def outcome(self, index: int) -> Outcome:
+        return self.failures.get(index) or (OK, self.values[index])
+
+    def outcomes(self) -> list[Outcome]:
+        return [self.outcome(i) for i in range(len(self.values))]
 
 
 @dataclass
@@ -124,7 +144,8 @@ class _Job:
     key: str
     items: Sequence[Any]
     limits: Sequence[float]
-    future: Future[list[Outcome]]
+    shared: Any
+    future: Future[BatchResult]
 
 
 @dataclass
@@ -138,10 +159,13 @@ class _Worker:
 class WorkerPool:
     """A pool of worker processes that run registered programs with hard per-call timeouts.
 
+    A program is a picklable callable ``program(item, shared)``; ``run`` sends a batch of
+    items plus one ``shared`` payload (sent once per batch, e.g. the rows the items point at).
+
     >>> pool = WorkerPool(2)
-    >>> pool.register("double", lambda x: 2 * x)
-    >>> pool.run("double", [1, 2], [5.0, 5.0]).result()
-    [(0, 2), (0, 4)]
+    >>> pool.register("double", lambda item, shared: 2 * item)
+    >>> pool.run("double", [1, 2], [5.0, 5.0]).result().values
+    [2, 4]
     """
 
     def __init__(self, size: int | None = None, *, start_method: str | None = None):
@@ -163,33 +187,34 @@ class WorkerPool:
 
     # -- public API
 
-    def register(self, key: str, program: Callable[[Any], Any]) -> None:
-        """Make ``program`` (a picklable callable of one item) runnable under ``key``."""
+    def register(self, key: str, program: Callable[[Any, Any], Any]) -> None:
+        """Make ``program(item, shared)`` runnable under ``key``."""
         with self._lock:
             if key not in self._programs:
                 self._programs[key] = cloudpickle.dumps(program)
         self._start()
 
-    def run(self, key: str, items: Sequence[Any], limits: Sequence[float]) -> Future[list[Outcome]]:
+    def run(self, key: str, items: Sequence[Any], limits: Sequence[float],
+            shared: Any = None) -> Future[BatchResult]:
         """Run the program ``key`` on each item, each with its own time limit in seconds."""
         if key not in self._programs:
             raise KeyError(f"no program registered as {key!r}")
         if len(items) != len(limits):
             raise ValueError("items and limits must have the same length")
-        future: Future[list[Outcome]] = Future()
+        future: Future[BatchResult] = Future()
         if not items:
-            future.set_result([])
+            future.set_result(BatchResult([], {}))
             return future
         if self._closed:
             raise RuntimeError("the worker pool is closed")
-        self._queue.put(_Job(key, items, limits, future))
+        self._queue.put(_Job(key, items, limits, shared, future))
         return future
 
     def call(self, func: Callable[..., Any], *args: Any, timeout: float) -> Any:
         """Run ``func(*args)`` in a worker; raise ``CallTimeout`` past ``timeout`` seconds."""
         key = f"call:{id(func)}"
         self.register(key, _Apply(func))
-        [(status, value)] = self.run(key, [args], [timeout]).result()
+        status, value = self.run(key, [args], [timeout]).result().outcome(0)
         if status == OK:
             return value
         if status == TIMEOUT:
@@ -235,7 +260,7 @@ class WorkerPool:
 
     def _spawn(self) -> _Worker:
         parent_conn, child_conn = self._context.Pipe()
-        slot = self._context.Array("d", 3, lock=False)
+        slot = self._context.Array("d", 2, lock=False)
         process = self._context.Process(
             target=_worker_main, args=(child_conn, slot), name="rewardsmith-worker", daemon=True
         )
@@ -288,38 +313,51 @@ class WorkerPool:
         return None
 
     def _run_job(self, worker: _Worker, job: _Job) -> _Worker:
-        outcomes: list[Outcome | None] = [None] * len(job.items)
-        pending = list(range(len(job.items)))
-        while pending:
+        size = len(job.items)
+        values: list[Any] = [None] * size
+        failures: dict[int, Outcome] = {}
+        pending: list[int] | None = None  # None: every item, in order (the usual case)
+        while True:
             try:
                 problem = self._ensure_program(worker, job.key)
             except (EOFError, OSError):
                 problem = "the worker process exited while loading the reward"
+            todo = range(size) if pending is None else pending
             if problem is not None:
-                for index in pending:
-                    outcomes[index] = (ERROR, problem)
+                for index in todo:
+                    failures[index] = (ERROR, problem)
                 break
-            items = [job.items[i] for i in pending]
-            limits = [float(job.limits[i]) for i in pending]
+            items = job.items if pending is None else [job.items[i] for i in pending]
             worker.slot[_SLOT_START] = 0.0
-            worker.conn.send_bytes(
-                pickle.dumps(("run", job.key, items, limits), protocol=pickle.HIGHEST_PROTOCOL)
-            )
-            reply, failed_at, failure = self._wait(worker)
+            worker.conn.send_bytes(pickle.dumps(("run", job.key, job.shared, items),
+                                                protocol=pickle.HIGHEST_PROTOCOL))
+            limits = job.limits if pending is None else [job.limits[i] for i in pending]
+            reply, failed_at, failure = self._wait(worker, limits)
             if reply is not None:
-                for index, outcome in zip(pending, reply):
-                    outcomes[index] = outcome
+                got_values, got_failures = reply
+                if pending is None:
+                    values = got_values
+                    failures.update(got_failures)
+                else:
+                    for position, index in enumerate(pending):
+                        values[index] = got_values[position]
+                        if position in got_failures:
+                            failures[index] = got_failures[position]
                 break
-            # The worker was killed (timeout) or died at relative index ``failed_at``: that call
-            # gets the failure; the calls before it are redone (their results died with it).
-            outcomes[pending[failed_at]] = failure
-            pending = pending[:failed_at] + pending[failed_at + 1 :]
+            # The worker was killed (timeout) or died at position ``failed_at``: that call gets
+            # the failure; the calls before it are redone (their results died with it).
+            order = list(todo)
+            failures[order[failed_at]] = failure
+            pending = order[:failed_at] + order[failed_at + 1 :]
             worker = self._spawn()
+            if not pending:
+                break
         if not job.future.done():
-            job.future.set_result([o if o is not None else (ERROR, "lost") for o in outcomes])
+            job.future.set_result(BatchResult(values, failures))
         return worker
 
-    def _wait(self, worker: _Worker) -> tuple[list[Outcome] | None, int, Outcome]:
+    def _wait(self, worker: _Worker, limits: Sequence[float]
+              ) -> tuple[tuple[list[Any], dict[int, Outcome]] | None, int, Outcome]:
         slot = worker.slot
         while True:
             try:
@@ -329,32 +367,27 @@ class WorkerPool:
             if ready:
                 try:
                     message = pickle.loads(worker.conn.recv_bytes())
-                    return message[1], -1, (OK, None)
+                    return (message[1], message[2]), -1, (OK, None)
                 except (EOFError, OSError):
-                    index = int(slot[_SLOT_INDEX])
-                    worker.process.join(timeout=1)
-                    code = worker.process.exitcode
-                    self._kill(worker)
-                    return None, index, (
-                        ERROR, f"the worker process died while running this call (exit code {code})"
-                    )
+                    return None, *self._died(worker)
             started = slot[_SLOT_START]
             if started > 0.0:
-                limit = slot[_SLOT_LIMIT]
-                elapsed = time.monotonic() - started
-                if elapsed > limit:
-                    index = int(slot[_SLOT_INDEX])
+                index = int(slot[_SLOT_INDEX])
+                limit = float(limits[index])
+                if time.monotonic() - started > limit:
                     self._kill(worker)
                     return None, index, (
                         TIMEOUT, f"timed out after {limit:g} s (worker process killed)"
                     )
             elif not worker.process.is_alive():
-                index = int(slot[_SLOT_INDEX])
-                code = worker.process.exitcode
-                self._kill(worker)
-                return None, index, (
-                    ERROR, f"the worker process died while running this call (exit code {code})"
-                )
+                return None, *self._died(worker)
+
+    def _died(self, worker: _Worker) -> tuple[int, Outcome]:
+        index = int(worker.slot[_SLOT_INDEX])
+        worker.process.join(timeout=1)
+        code = worker.process.exitcode
+        self._kill(worker)
+        return index, (ERROR, f"the worker process died while running this call (exit code {code})")
 
 
 class _Apply:
@@ -363,5 +396,5 @@ class _Apply:
     def __init__(self, func: Callable[..., Any]):
         self.func = func
 
-    def __call__(self, args: tuple[Any, ...]) -> Any:
+    def __call__(self, args: tuple[Any, ...], shared: Any) -> Any:
         return self.func(*args)

@@ -29,6 +29,8 @@ class Builtin:
     kind: str  # "verifier" | "rule"
     boxable: bool
     default_timeout: float | None = None
+    # Runs in time linear in its input and cannot hang: safe to run without a worker process.
+    bounded: bool = False
 
 
 _REGISTRY: dict[str, Builtin] = {}
@@ -40,6 +42,7 @@ def builtin(
     kind: str = "verifier",
     boxable: bool = False,
     default_timeout: float | None = None,
+    bounded: bool = False,
 ) -> Callable[[RewardFunc], RewardFunc]:
     """Register ``func`` as the built-in reward ``name``; its docstring's first line describes it."""
 
@@ -48,7 +51,8 @@ def builtin(
             raise RuntimeError(f"built-in reward {name!r} registered twice")
         doc = inspect.getdoc(func) or ""
         description = doc.strip().splitlines()[0] if doc.strip() else name
-        _REGISTRY[name] = Builtin(name, func, description, kind, boxable, default_timeout)
+        _REGISTRY[name] = Builtin(name, func, description, kind, boxable, default_timeout,
+                                  bounded)
         return func
 
     return register
@@ -78,6 +82,7 @@ def _boxed(base: Builtin) -> Builtin:
         base.kind,
         False,
         base.default_timeout,
+        base.bounded,
     )
 
 

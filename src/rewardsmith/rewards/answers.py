@@ -65,7 +65,7 @@ def _first_number(text: str) -> str | None:
     return numbers[0] if numbers else None
 
 
-@builtin("gsm8k", kind="verifier", boxable=True)
+@builtin("gsm8k", kind="verifier", boxable=True, bounded=True)
 def gsm8k(completion: str, answer: Any) -> float:
     """GSM8K: the number after the last '####' (else the last number) equals the answer's value."""
     refs = _reference_numbers(answer, "gsm8k")
@@ -76,7 +76,7 @@ def gsm8k(completion: str, answer: Any) -> float:
     return 1.0 if value is not None and value in refs else 0.0
 
 
-@builtin("number", kind="verifier", boxable=True)
+@builtin("number", kind="verifier", boxable=True, bounded=True)
 def number(completion: str, answer: Any) -> float:
     """The last number in the completion equals the answer as a value (42.0 = 42, 1,000 = 1000)."""
     refs = _reference_numbers(answer, "number")
@@ -98,7 +98,7 @@ def _json_scalar_text(value: Any) -> str:
     return str(value)
 
 
-@builtin("exact", kind="verifier", boxable=True)
+@builtin("exact", kind="verifier", boxable=True, bounded=True)
 def exact(completion: str, answer: Any) -> float:
     """The completion, stripped, equals the answer exactly (case and punctuation count)."""
     text = completion.strip()
@@ -116,7 +116,7 @@ def normalize_text(text: str) -> str:
     return " ".join(text.split())
 
 
-@builtin("normalized", kind="verifier", boxable=True)
+@builtin("normalized", kind="verifier", boxable=True, bounded=True)
 def normalized(completion: str, answer: Any) -> float:
     """Equal after normalizing case, whitespace, punctuation and articles."""
     text = normalize_text(completion)
@@ -138,7 +138,7 @@ def _f1(prediction: str, reference: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-@builtin("f1", kind="verifier", boxable=True)
+@builtin("f1", kind="verifier", boxable=True, bounded=True)
 def f1(completion: str, answer: Any) -> float:
     """Token-overlap F1 between the normalized completion and answer (for short text answers)."""
     return max(_f1(completion, ref) for ref in _reference_texts(answer, "f1"))
@@ -189,7 +189,7 @@ def _reference_letter(label: str) -> str:
     raise ValueError(f"choice: the reference answer {label[:80]!r} is not one letter A-J")
 
 
-@builtin("choice", kind="verifier", boxable=True)
+@builtin("choice", kind="verifier", boxable=True, bounded=True)
 def choice(completion: str, answer: Any) -> float:
     """Multiple choice: one letter ('(B)', 'Answer: b', 'the answer is B.') equals the label."""
     refs = set()

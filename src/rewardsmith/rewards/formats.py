@@ -10,7 +10,7 @@ from ._registry import builtin
 __all__ = ["marker", "regex", "think_format", "length"]
 
 
-@builtin("marker", kind="rule")
+@builtin("marker", kind="rule", bounded=True)
 def marker(completion: str, marker: str = "####", max_count: int = 1) -> float:
     """1.0 when the marker appears (at most max_count times) with an answer after it."""
     if not marker:
@@ -45,7 +45,7 @@ def regex(completion: str, pattern: str, flags: str = "", full: bool = False) ->
     return 1.0 if found else 0.0
 
 
-@builtin("think_format", kind="rule")
+@builtin("think_format", kind="rule", bounded=True)
 def think_format(completion: str, tag: str = "think") -> float:
     """1.0 for exactly one well-formed <think>...</think> at the start, then a non-empty answer."""
     opening, closing = f"<{tag}>", f"</{tag}>"
@@ -60,7 +60,7 @@ def think_format(completion: str, tag: str = "think") -> float:
     return 1.0 if completion[end + len(closing) :].strip() else 0.0
 
 
-@builtin("length", kind="rule")
+@builtin("length", kind="rule", bounded=True)
 def length(
     completion: str,
     truncated: bool,

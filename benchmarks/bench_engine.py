@@ -1,0 +1,134 @@
+"""Engine throughput against a hand-written loop, in the same run.
+
+100,000 synthetic GSM8K-style rollouts in groups of 16, scored with ``gsm8k`` + ``marker``
+(weights 1.0 and 0.2). The hand-written loop calls the same two functions in one process. Each
+setting runs in a fresh process (so CPU affinity applies to its worker processes too):
+
+- one core: the process and its workers pinned to one CPU, engine with default settings;
+- two workers: both CPUs, ``workers=2``.
+
+    python benchmarks/bench_engine.py [--rollouts 100000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+GROUP = 16
+
+
+def make_rollouts(count: int, seed: int = 1) -> list[object]:
+    from rewardsmith import Rollout
+
+    rng = random.Random(seed)
+    out = []
+    for group in range(count // GROUP):
+        a, b, c = rng.randint(2, 400), rng.randint(2, 60), rng.randint(2, 9)
+        answer = a * c + b
+        prompt = f"A shop sells {a} items a day for {c} days, then {b} more. How many items in all?"
+        for sample in range(GROUP):
+            guess = answer if rng.random() < 0.6 else answer + rng.choice([-10, -1, 1, 3])
+            steps = " ".join(
+                f"Step {k}: {rng.randint(1, 999)} plus {rng.randint(1, 99)} is a partial sum."
+                for k in range(rng.randint(3, 8))
+            )
+            text = (
+                f"Let me work it out. Per day {a}, days {c}: {a} * {c} = {a * c}. {steps} "
+                f"Then add {b}: {a * c} + {b} = {guess}."
+            )
+            if rng.random() < 0.8:
+                text += f"\n#### {guess:,}"
+            out.append(Rollout(f"{group}-{sample}", str(group), prompt, text, str(answer)))
+    return out
+
+
+def measure(mode: str, count: int, repeat: int) -> dict[str, float]:
+    from rewardsmith import Component, Engine, Rubric
+    from rewardsmith.rewards.answers import gsm8k
+    from rewardsmith.rewards.formats import marker
+
+    if mode == "one-core":
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    rollouts = make_rollouts(count)
+    rubric = Rubric(
+        [Component("correct", "gsm8k", weight=1.0), Component("format", "marker", weight=0.2)]
+    )
+    workers = None if mode == "one-core" else 2
+
+    def loop() -> list[float]:
+        return [
+            1.0 * gsm8k(r.text, r.answer) + 0.2 * marker(r.text)  # type: ignore[attr-defined]
+            for r in rollouts
+        ]
+
+    best_loop = best_engine = float("inf")
+    with Engine(rubric, workers=workers) as engine:
+        engine.score(rollouts[: GROUP * 4])  # start the workers before timing
+        for _ in range(repeat):
+            started = time.perf_counter()
+            expected = loop()
+            best_loop = min(best_loop, time.perf_counter() - started)
+            started = time.perf_counter()
+            scores = engine.score(rollouts)  # type: ignore[arg-type]
+            best_engine = min(best_engine, time.perf_counter() - started)
+        workers_used = engine.workers
+    assert [round(s.reward or 0.0, 9) for s in scores] == [round(v, 9) for v in expected]
+    return {
+        "loop_per_s": count / best_loop,
+        "engine_per_s": count / best_engine,
+        "ratio": best_loop / best_engine,
+        "workers": workers_used,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rollouts", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--mode", choices=["one-core", "two-workers"])
+    args = parser.parse_args()
+    if args.mode:
+        print(json.dumps(measure(args.mode, args.rollouts, args.repeat)))
+        return
+    rows = []
+    for mode, target in (("one-core", 0.8), ("two-workers", 1.5)):
+        done = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--mode",
+                mode,
+                "--rollouts",
+                str(args.rollouts),
+                "--repeat",
+                str(args.repeat),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        rows.append((mode, result, target))
+    print(
+        f"engine benchmark: {args.rollouts:,} rollouts, groups of {GROUP}, gsm8k + marker "
+        f"(best of {args.repeat})\n"
+    )
+    print(
+        "| setting | workers | hand-written loop (rollouts/s) | engine (rollouts/s) | ratio | target |"
+    )
+    print("|---|---|---|---|---|---|")
+    for mode, r, target in rows:
+        print(
+            f"| {mode} | {int(r['workers'])} | {r['loop_per_s']:,.0f} | {r['engine_per_s']:,.0f} "
+            f"| {r['ratio']:.2f}x | >= {target}x |"
+        )
+
+
+if __name__ == "__main__":
+    main()
