@@ -5,6 +5,13 @@ Everything users need is importable from here::
     from rewardsmith import Rubric, Component, Engine, Rollout, group_reward
 """
 
+from .advantages import (
+    AdvantageReport,
+    apply_advantages,
+    check_advantages,
+    compute_advantages,
+    emulate_advantages,
+)
 from .calling import group_reward
 from .engine import Engine, score_rollouts
 from .errors import (
@@ -21,6 +28,7 @@ from .errors import (
 )
 from .io import read_rollouts, read_scores, rollout_from_dict, write_scores
 from .loading import load_reward
+from .quantize import quantize
 from .rubric import Component, Rubric
 from .scoring import ScoreJob
 from .summary import RunSummary
@@ -30,6 +38,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AdvantageError",
+    "AdvantageReport",
     "BudgetExhausted",
     "Component",
     "ComponentResult",
@@ -49,8 +58,13 @@ __all__ = [
     "Status",
     "StoreError",
     "__version__",
+    "apply_advantages",
+    "check_advantages",
+    "compute_advantages",
+    "emulate_advantages",
     "group_reward",
     "load_reward",
+    "quantize",
     "read_rollouts",
     "read_scores",
     "rollout_from_dict",

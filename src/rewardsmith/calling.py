@@ -99,10 +99,9 @@ def is_group_reward(func: Callable[..., Any]) -> bool:
 
 
 def is_async_reward(func: Callable[..., Any]) -> bool:
-    target = getattr(func, "__call__", None) if not inspect.isroutine(func) else func
-    return inspect.iscoroutinefunction(func) or (
-        target is not None and inspect.iscoroutinefunction(target)
-    )
+    # A callable object's coroutine-ness is that of its __call__ method.
+    target = func if inspect.isroutine(func) else type(func).__call__
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(target)
 
 
 def _plan(

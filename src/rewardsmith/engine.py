@@ -11,9 +11,17 @@ import asyncio
 import itertools
 import math
 import threading
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import Future
-from typing import Any, Protocol, Union, cast
+from typing import Any, Protocol, cast
 
 from .calling import (
     ROW_FIELDS,
@@ -41,7 +49,7 @@ _STATUS_CODES = (Status.OK, Status.ERROR, Status.TIMEOUT, Status.MASKED)
 _CODE_OF = {status: code for code, status in enumerate(_STATUS_CODES)}
 RolloutTuple = tuple[str, str, Any, Any, Any, dict[str, Any], bool]
 Compact = tuple[float | None, int, str | None, dict[str, float] | None]
-Cell = Union[float, ComponentResult, None]  # a bare float is an ok result without metrics
+Cell = float | ComponentResult | None  # a bare float is an ok result without metrics
 
 
 class ResultCache(Protocol):

@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, Union
+from typing import Any, Protocol
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -26,6 +26,7 @@ from .calling import is_async_reward, is_group_reward, make_binder, make_group_b
 from .errors import ConfigError, LoadError, RubricError
 from .formula import Formula
 from .loading import load_reward, source_identity
+from .quantize import check_step, quantize
 from .types import ComponentResult, Rollout, Status, content_hash
 
 __all__ = [
@@ -154,7 +155,7 @@ class _RubricModel(BaseModel):
     name: str = "rubric"
     components: dict[str, Any]
     formula: str | None = None
-    on_error: Union[float, str] = "mask"
+    on_error: float | str = "mask"
     quantize: float | None = Field(default=None, gt=0)
     timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
 
@@ -212,7 +213,10 @@ class Rubric:
         if self.on_error != "mask" and not isinstance(self.on_error, (int, float)):
             raise RubricError(f"{where}: on_error must be 'mask' or a number")
         if self.quantize is not None:
-            _check_quantize_step(self.quantize, where)
+            try:
+                self.quantize = check_step(self.quantize)
+            except ConfigError as exc:
+                raise RubricError(f"{where}: quantize: {exc}") from exc
         if self.formula is not None:
             self._formula = Formula(self.formula, set(names), where=f"{where}: formula")
         self.resolve()
@@ -337,7 +341,12 @@ class Rubric:
             reward = None if self.on_error == "mask" else float(self.on_error)
             return reward, Status.ERROR, values, errors, metrics
         if self.quantize is not None:
-            total = round(total / self.quantize) * self.quantize
+            try:
+                total = quantize(total, self.quantize)
+            except ConfigError as exc:  # a total too large for the grid: that rollout's error
+                errors["quantize"] = str(exc)
+                reward = None if self.on_error == "mask" else float(self.on_error)
+                return reward, Status.ERROR, values, errors, metrics
         return total, status, values, errors, metrics
 
 
@@ -346,16 +355,6 @@ _SEVERITY = {Status.OK: 0, Status.MASKED: 1, Status.TIMEOUT: 2, Status.ERROR: 3}
 
 def _worse(a: Status, b: Status) -> Status:
     return a if _SEVERITY[a] >= _SEVERITY[b] else b
-
-
-def _check_quantize_step(step: float, where: str) -> None:
-    mantissa, _ = math.frexp(step)
-    # A float32-exact grid needs a step with few significant bits (0.25, 2^-10, 0.5, 3 * 2^-4).
-    if not math.isfinite(step) or step <= 0 or (mantissa * 2**8) != int(mantissa * 2**8):
-        raise RubricError(
-            f"{where}: quantize: {step!r} is not a step that float32 holds exactly with room for "
-            f"sums; use a power of two such as 0.25 or 0.0009765625 (2^-10)"
-        )
 
 
 def _component_from_config(name: str, config: Any, source: str) -> list[Component]:

@@ -7,7 +7,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Union
+from typing import Any
 
 __all__ = [
     "Message",
@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 Message = dict[str, Any]
-TextOrMessages = Union[str, list[Message]]
+TextOrMessages = str | list[Message]
 
 
 class Status(str, Enum):

@@ -42,6 +42,23 @@ def render_summary(summary: RunSummary, console: Console) -> None:
             console.print(f"  {line}", markup=False)
         if len(summary.bad_lines) > 20:
             console.print(f"  ... and {len(summary.bad_lines) - 20} more")
+    checks = summary.extra.get("advantages") or {}
+    broken = {name: c for name, c in checks.items() if c.get("broken_groups")}
+    if broken:
+        names = ", ".join(f"{n} ({c['broken_groups']} groups, up to {c['worst_magnitude']:.3g})"
+                          for n, c in broken.items())
+        step = next(iter(broken.values())).get("suggested_step")
+        console.print(f"[yellow]warning:[/] groups whose rewards are all equal get non-zero "
+                      f"advantages under {names}; add 'quantize: {step}' to the rubric "
+                      f"(see 'rewardsmith advantages')")
+    elif checks:
+        console.print(f"advantages: equal-reward groups get exactly 0 under "
+                      f"{', '.join(checks)}")
+    usage = summary.extra.get("usage") or {}
+    for key, numbers in usage.items():
+        shown = ", ".join(f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}"
+                          for k, v in numbers.items())
+        console.print(f"judge {key}: {shown}", markup=False)
     console.print(
         f"{summary.seconds:.2f} s, {summary.rollouts_per_second:,.0f} rollouts/s", style="dim"
     )
