@@ -118,12 +118,14 @@ class _SyncProgram:
             if self.layout is not None:
                 calls.append(make_row_binder(func, params, self.layout, what=what))
             else:
-                binder = make_binder(func, params, what=what)
-                calls.append(lambda row, binder=binder: binder(self._rollout(row)))
+                calls.append(self._on_rollouts(make_binder(func, params, what=what)))
         for reward, params, _key, name in self.groups:
             func = load_reward(reward).func if isinstance(reward, str) else reward
             self._group_calls.append(make_group_binder(func, params, what=f"component {name!r}"))
         return calls
+
+    def _on_rollouts(self, binder: Callable[[Rollout], Any]) -> Callable[[Any], Any]:
+        return lambda row: binder(self._rollout(row))
 
     def _rollout(self, data: RolloutTuple) -> Rollout:
         # Consecutive calls for one rollout share the same tuple (pickle keeps the identity).
@@ -285,8 +287,8 @@ class Engine:
     def close(self) -> None:
         """Stop worker processes and the event loop."""
         if self._loop is not None:
-            closers = [getattr(e, "close", None) for e in self._evaluators]
-            closers = [c for c in closers if c is not None]
+            found = [getattr(e, "close", None) for e in self._evaluators]
+            closers: list[Callable[[], Any]] = [c for c in found if c is not None]
             if closers:
                 async def close_all() -> None:
                     for closer in closers:
@@ -481,7 +483,7 @@ class Engine:
             else:
                 fsum = math.fsum  # the total does not depend on component order
                 totals = [fsum([w * v for w, v in zip(weights, row)]) for row in rows]
-            return [Score(r.id, r.group, total, ok, dict(zip(names, row)))
+            return [Score(r.id, r.group, total, ok, dict(zip(names, row)), {}, {}, None)
                     for r, total, row in zip(rollouts, totals, rows)]
         scores = []
         for rollout, cells in zip(rollouts, zip(*columns)):
@@ -583,19 +585,19 @@ class Engine:
         else:
             for position in range(singles_done):
                 row, k = divmod(items[position], count)
-                failure = failures.get(position)
-                if failure is not None:
-                    columns[k][row] = _failure(*failure)
+                failed = failures.get(position)
+                if failed is not None:
+                    columns[k][row] = _failure(*failed)
                     continue
                 value = values[position]
                 columns[k][row] = value if type(value) is float else _expand(value)
         for offset, (name, span) in enumerate(group_targets):
             position = singles_done + offset
             column = results[name]
-            failure = failures.get(position)
-            if failure is not None:
+            failed = failures.get(position)
+            if failed is not None:
                 for index in span:
-                    column[index] = _failure(*failure)
+                    column[index] = _failure(*failed)
             else:
                 for index, compact in zip(span, values[position]):
                     column[index] = _expand(compact)

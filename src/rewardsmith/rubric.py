@@ -264,7 +264,8 @@ class Rubric:
     def single(cls, reward: str | Callable[..., Any], *, params: Mapping[str, Any] | None = None,
                timeout: float | None = None, name: str | None = None) -> Rubric:
         """A rubric of one component (what ``rewardsmith test REWARD`` scores)."""
-        label = name or (reward if isinstance(reward, str) else getattr(reward, "__name__", "reward"))
+        label = str(name or (reward if isinstance(reward, str)
+                             else getattr(reward, "__name__", None) or "reward"))
         component_name = label.replace(":", ".").split(".")[-1] or "reward"
         return cls([Component(component_name, reward, params=dict(params or {}), timeout=timeout)],
                    name=str(label))

@@ -174,7 +174,7 @@ class WorkerPool:
             raise ValueError(f"a worker pool needs at least 1 process, not {self.size}")
         method = start_method or ("forkserver" if "forkserver" in
                                   multiprocessing.get_all_start_methods() else "spawn")
-        self._context = multiprocessing.get_context(method)
+        self._context: Any = multiprocessing.get_context(method)
         if method == "forkserver":
             # Workers that are replaced after a timeout start warm from the fork server.
             self._context.set_forkserver_preload(["rewardsmith.workers", "rewardsmith.rewards"])
