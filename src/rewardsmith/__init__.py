@@ -28,6 +28,7 @@ from .errors import (
 )
 from .io import read_rollouts, read_scores, rollout_from_dict, write_scores
 from .loading import load_reward
+from .mathcheck import MathVerdict, math_equal, math_equal_async
 from .quantize import quantize
 from .rubric import Component, Rubric
 from .scoring import ScoreJob
@@ -47,6 +48,7 @@ __all__ = [
     "InputError",
     "JudgeError",
     "LoadError",
+    "MathVerdict",
     "Rollout",
     "Rubric",
     "RewardValueError",
@@ -64,6 +66,8 @@ __all__ = [
     "emulate_advantages",
     "group_reward",
     "load_reward",
+    "math_equal",
+    "math_equal_async",
     "quantize",
     "read_rollouts",
     "read_scores",

@@ -284,9 +284,9 @@ class WorkerPool:
                 job = self._queue.get()
                 if job is None:
                     return
-                if worker is None or not worker.process.is_alive():
-                    worker = self._spawn()
                 try:
+                    if worker is None or not worker.process.is_alive():
+                        worker = self._spawn()
                     worker = self._run_job(worker, job)
                 except BaseException as exc:  # noqa: BLE001 - never lose a caller's future
                     if not job.future.done():

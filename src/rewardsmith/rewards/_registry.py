@@ -63,11 +63,11 @@ def _boxed(base: Builtin) -> Builtin:
     params = inspect.signature(inner).parameters
 
     @functools.wraps(inner)
-    def boxed(completion: str, **kwargs: Any) -> Any:
+    def boxed(completion: str, *args: Any, **kwargs: Any) -> Any:
         box = last_boxed(completion)
         if box is None:
             return 0.0
-        return inner(box, **kwargs)
+        return inner(box, *args, **kwargs)
 
     # Keep the inner signature (minus nothing) so params are validated against it.
     boxed.__signature__ = inspect.Signature(list(params.values()))  # type: ignore[attr-defined]

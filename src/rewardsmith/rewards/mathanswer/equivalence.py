@@ -1,0 +1,375 @@
+"""When two parsed answers are the same answer.
+
+Shapes first: sets are order-free, tuples and intervals ordered (and ``(1,2)`` is not
+``[1,2]``), matrices elementwise, ``±`` is the set of both signs, ``x = 2`` answers ``2``,
+inequalities in one variable are intervals. Then each pair of scalars goes down the cheapest
+path that can decide it: structural equality, exact rationals, numeric probing, and only then
+sympy (or, when ``symbolic`` is off, ``NeedsSymbolic`` so the caller can run it in a process
+it can kill).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from .fastpath import TooLarge, Undefined, decimal_written, exact_value, written_matches
+from .nodes import (
+    Add,
+    Coll,
+    Inf,
+    Matrix,
+    Neg,
+    Node,
+    Num,
+    Percent,
+    PlusMinus,
+    Rel,
+    Sym,
+    Text,
+    Union_,
+    children,
+    free_symbols,
+    has,
+    rebuild,
+    sub,
+    walk,
+)
+from .numeric import EQ, NE, NotScalar, approx_equal, probe_equal, probe_proportional
+
+__all__ = ["NeedsSymbolic", "Comparer"]
+
+_MAX_ITEMS = 64
+_TOO_LARGE = "numbers too large to compare (a power tower or a huge factorial)"
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+class NeedsSymbolic(Exception):
+    """Numeric probing could not decide; sympy must (in a process that can be killed)."""
+
+
+class Comparer:
+    """Compares an answer tree with a reference tree. ``symbolic``: may call sympy here."""
+
+    def __init__(self, *, symbolic: bool):
+        self.symbolic = symbolic
+
+    # -- shapes
+
+    def equal(self, answer: Node, reference: Node) -> bool:
+        """Is ``answer`` the same answer as ``reference``? May raise TooLarge/NeedsSymbolic."""
+        answer, reference = _expand_pm(_drop_in(answer)), _expand_pm(_drop_in(reference))
+        if _has_relation(answer) and not _has_relation(reference):
+            answer = _values(answer)
+        elif _has_relation(reference) and not _has_relation(answer):
+            reference = _values(reference)
+        return self._equal(answer, reference)
+
+    def _equal(self, a: Node, b: Node) -> bool:
+        if a == b:
+            return True
+        if isinstance(a, Text) or isinstance(b, Text):
+            return _text(a) is not None and _text(a) == _text(b)
+        if isinstance(a, Rel) or isinstance(b, Rel):
+            return self._relations(a, b)
+        if isinstance(a, Union_) or isinstance(b, Union_):
+            return self._unordered(_parts(a), _parts(b))
+        if isinstance(a, Matrix) or isinstance(b, Matrix):
+            return self._matrices(a, b)
+        if isinstance(a, Coll) or isinstance(b, Coll):
+            return self._collections(a, b)
+        return self.scalar(a, b)
+
+    def _collections(self, a: Node, b: Node) -> bool:
+        if not isinstance(a, Coll):
+            a, b = b, a
+        assert isinstance(a, Coll)
+        if not isinstance(b, Coll):
+            # {3} answers 3; a tuple or interval never answers a single number.
+            return a.kind == "set" and len(a.items) == 1 and self._equal(a.items[0], b)
+        if a.kind != "delim" and b.kind != "delim":
+            return self._unordered(a.items, b.items)  # sets and bare lists: order-free
+        if a.kind == "set" or b.kind == "set":
+            return False  # a set is not a tuple or an interval
+        if a.kind == "delim" and b.kind == "delim" and _brackets(a) != _brackets(b):
+            return False  # (1,2) is not [1,2]
+        return self._ordered(a.items, b.items)
+
+    def _ordered(self, a: tuple[Node, ...], b: tuple[Node, ...]) -> bool:
+        return len(a) == len(b) and all(self._equal(x, y) for x, y in zip(a, b))
+
+    def _unordered(self, a: tuple[Node, ...], b: tuple[Node, ...]) -> bool:
+        a, b = tuple(dict.fromkeys(a)), tuple(dict.fromkeys(b))
+        if len(a) > _MAX_ITEMS or len(b) > _MAX_ITEMS:
+            return False
+        matched_b: set[int] = set()
+        for x in a:
+            hits = [j for j, y in enumerate(b) if self._equal(x, y)]
+            if not hits:
+                return False
+            matched_b.update(hits)
+        return len(matched_b) == len(b)
+
+    def _matrices(self, a: Node, b: Node) -> bool:
+        if not isinstance(a, Matrix):
+            a, b = b, a
+        assert isinstance(a, Matrix)
+        if isinstance(b, Matrix):
+            return len(a.rows) == len(b.rows) and all(
+                self._ordered(r, s) for r, s in zip(a.rows, b.rows))
+        cells = tuple(c for row in a.rows for c in row)
+        if len(a.rows) == 1 or len(a.rows[0]) == 1:  # a vector answers a tuple
+            if isinstance(b, Coll) and (b.kind == "list" or _brackets(b) == ("(", ")")):
+                return self._ordered(cells, b.items)
+            return len(cells) == 1 and self._equal(cells[0], b)
+        return False
+
+    def _relations(self, a: Node, b: Node) -> bool:
+        ia, ib = _as_intervals(a), _as_intervals(b)
+        if ia is not None or ib is not None:
+            return self._equal(ia if ia is not None else a, ib if ib is not None else b)
+        if not (isinstance(a, Rel) and isinstance(b, Rel)):
+            return False
+        if set(a.ops) == {"="} and set(b.ops) == {"="}:
+            return self._equations(a, b)
+        if len(a.ops) != 1 or len(b.ops) != 1:
+            return False
+        fa, opa = _normalized(a)
+        fb, opb = _normalized(b)
+        return opa == opb and self._proportional(fa, fb, positive=opa != "!=")
+
+    def _equations(self, a: Rel, b: Rel) -> bool:
+        if len(a.sides) != 2 or len(b.sides) != 2:
+            return self._equal(a.sides[-1], b.sides[-1])
+        (la, ra), (lb, rb) = a.sides, b.sides
+        if isinstance(la, Sym) and la == lb:
+            return self.scalar(ra, rb)  # x = ... both: compare the values (tolerance applies)
+        if not (free_symbols(a) or free_symbols(b)):
+            return self.scalar(ra, rb)
+        return self._proportional(sub(la, ra), sub(lb, rb), positive=False)
+
+    # -- scalars
+
+    def scalar(self, a: Node, b: Node) -> bool:
+        if a == b:
+            return True
+        if isinstance(a, Percent) != isinstance(b, Percent):
+            # 50% answers 50 and 0.5; 0.5 answers 50%.
+            pct, other = (a, b) if isinstance(a, Percent) else (b, a)
+            assert isinstance(pct, Percent)
+            return self.scalar(pct.arg, other) or self._value_equal(pct, other)
+        if isinstance(a, Percent) and isinstance(b, Percent):
+            return self.scalar(a.arg, b.arg)
+        sign_a, sign_b = _infinity(a), _infinity(b)
+        if sign_a or sign_b:
+            return sign_a == sign_b
+        if has(a, (Coll, Matrix, Rel, Union_, Text)) or has(b, (Coll, Matrix, Rel, Union_, Text)):
+            return False
+        return self._value_equal(a, b)
+
+    def _value_equal(self, a: Node, b: Node) -> bool:
+        large = False
+        try:
+            exact_a, exact_b = exact_value(a), exact_value(b)
+        except Undefined:
+            return False  # 1/0 answers nothing (and a == b was checked already)
+        except TooLarge:
+            large, exact_a, exact_b = True, None, None
+        if exact_a is not None and exact_b is not None:
+            return exact_a == exact_b or _within_written_precision(a, b, exact_a, exact_b)
+        try:
+            verdict = probe_equal(a, b)
+        except NotScalar:
+            return False
+        except TooLarge:
+            raise TooLarge(_TOO_LARGE) from None
+        if verdict == NE:
+            return _tolerated(a, b)
+        if large:
+            # 40 digits cannot tell 2^(2^20) from 2^(2^20) + 1: refuse rather than guess.
+            raise TooLarge(_TOO_LARGE + " exactly")
+        if verdict == EQ:
+            return True
+        return self._symbolic(a, b)
+
+    def _symbolic(self, a: Node, b: Node) -> bool:
+        if not self.symbolic:
+            raise NeedsSymbolic("numeric probing was inconclusive")
+        from .symbolic import symbolic_equal  # noqa: PLC0415 - sympy only when needed
+
+        try:
+            return bool(symbolic_equal(a, b))
+        except (TypeError, ValueError, ArithmeticError, AttributeError, RecursionError):
+            return False  # sympy could not show they are equal
+
+    def _proportional(self, f: Node, g: Node, *, positive: bool) -> bool:
+        try:
+            verdict = probe_proportional(f, g, positive=positive)
+        except NotScalar:
+            return False
+        except Undefined:
+            verdict = "unknown"
+        if verdict != "unknown":
+            return verdict == EQ
+        if not self.symbolic:
+            raise NeedsSymbolic("numeric probing was inconclusive")
+        from .symbolic import symbolic_proportional  # noqa: PLC0415
+
+        try:
+            return bool(symbolic_proportional(f, g, positive=positive))
+        except (TypeError, ValueError, ArithmeticError, AttributeError, RecursionError):
+            return False
+
+
+# -- helpers
+
+
+def _within_written_precision(a: Node, b: Node, exact_a: Fraction, exact_b: Fraction) -> bool:
+    for written, other in ((decimal_written(a), exact_b), (decimal_written(b), exact_a)):
+        if written is not None and written_matches(written, other):
+            return True
+    return False
+
+
+def _tolerated(a: Node, b: Node) -> bool:
+    for written, other in ((decimal_written(a), b), (decimal_written(b), a)):
+        if written is not None and approx_equal(written, other):
+            return True
+    return False
+
+
+def _infinity(node: Node) -> int:
+    sign = 1
+    while isinstance(node, Neg):
+        sign, node = -sign, node.arg
+    return sign * node.sign if isinstance(node, Inf) else 0
+
+
+def _text(node: Node) -> str | None:
+    if isinstance(node, Text):
+        return node.value
+    if isinstance(node, Sym):
+        return node.name.lower()
+    return None
+
+
+def _brackets(node: Coll) -> tuple[str, str]:
+    """An interval's brackets, with an infinite end always open: [3, ∞] is [3, ∞)."""
+    left, right = node.left, node.right
+    if len(node.items) == 2:
+        if _infinity(node.items[0]) < 0:
+            left = "("
+        if _infinity(node.items[1]) > 0:
+            right = ")"
+    return left, right
+
+
+def _parts(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, Union_):
+        return node.parts
+    if isinstance(node, Coll) and node.kind == "list":
+        return node.items
+    return (node,)
+
+
+def _drop_in(node: Node) -> Node:
+    """``x \\in [1, 2]`` answers with the set it names."""
+    if isinstance(node, Rel) and node.ops == ("in",):
+        return node.sides[1]
+    return node
+
+
+def _has_relation(node: Node) -> bool:
+    if isinstance(node, Coll):
+        return any(isinstance(item, Rel) for item in node.items)
+    return isinstance(node, Rel)
+
+
+def _values(node: Node) -> Node:
+    """``x = 2`` as the answer 2 (when the other side is not an equation)."""
+    if isinstance(node, Coll):
+        return Coll(node.kind, tuple(_values(item) for item in node.items), node.left, node.right)
+    if isinstance(node, Rel) and set(node.ops) == {"="}:
+        last = node.sides[-1]
+        return node.sides[0] if isinstance(last, Sym) and len(node.sides) == 2 else last
+    return node
+
+
+def _expand_pm(node: Node) -> Node:
+    """``1 ± √2`` is the set {1 + √2, 1 - √2}; items of a list expand in place."""
+    if isinstance(node, Coll) and node.kind in ("list", "set"):
+        items: list[Node] = []
+        changed = False
+        for item in node.items:
+            expanded = _expand_pm(item)
+            if expanded is not item and isinstance(expanded, Coll) and expanded.kind == "set":
+                items.extend(expanded.items)
+                changed = True
+            else:
+                items.append(item)
+        return Coll("set", tuple(items)) if changed else node
+    if not any(isinstance(n, PlusMinus) for n in walk(node)):
+        return node
+    variants = tuple(dict.fromkeys((_choose(node, 1), _choose(node, -1))))
+    return Coll("set", variants)
+
+
+def _choose(node: Node, sign: int) -> Node:
+    """``node`` with every ± taken as ``sign`` (and every ∓ as ``-sign``)."""
+    if isinstance(node, PlusMinus):
+        right = _choose(node.right, sign)
+        term = right if sign * node.sign > 0 else Neg(right)
+        return term if node.left is None else Add((_choose(node.left, sign), term))
+    if isinstance(node, (Num, Sym, Text, Inf)) or not any(
+            isinstance(n, PlusMinus) for n in walk(node)):
+        return node
+    return rebuild(node, tuple(_choose(child, sign) for child in children(node)))
+
+
+def _normalized(rel: Rel) -> tuple[Node, str]:
+    """``a > b`` as (``b - a``, ``<``): one side, one direction."""
+    left, right = rel.sides
+    op = rel.ops[0]
+    if op in (">", ">="):
+        left, right, op = right, left, _FLIP[op]
+    return sub(left, right), op
+
+
+def _as_intervals(node: Node) -> Node | None:
+    """``x > 3`` as ``(3, ∞)``, ``-2 < x <= 5`` as ``(-2, 5]``, ``x != 1`` as a union."""
+    if isinstance(node, Coll) and node.kind == "list" and node.items and all(
+            isinstance(i, Rel) for i in node.items):
+        parts = [_as_intervals(i) for i in node.items]
+        if any(p is None for p in parts):
+            return None
+        return Union_(tuple(p for p in parts if p is not None))
+    if not isinstance(node, Rel) or "=" in node.ops or "in" in node.ops:
+        return None
+    names = free_symbols(node)
+    if len(names) != 1:
+        return None
+    sides, ops = list(node.sides), list(node.ops)
+    if len(ops) == 1 and ops[0] == "!=":
+        var, value = (sides[0], sides[1]) if isinstance(sides[0], Sym) else (sides[1], sides[0])
+        if not isinstance(var, Sym) or free_symbols(value):
+            return None
+        return Union_((Coll("delim", (Neg(Inf(1)), value), "(", ")"),
+                       Coll("delim", (value, Inf(1)), "(", ")")))
+    if all(op in (">", ">=") for op in ops):
+        sides.reverse()
+        ops = [_FLIP[op] for op in reversed(ops)]
+    if not all(op in ("<", "<=") for op in ops):
+        return None
+    if len(sides) == 2:
+        if isinstance(sides[0], Sym):
+            sides.insert(0, Neg(Inf(1)))
+            ops.insert(0, "<")
+        elif isinstance(sides[1], Sym):
+            sides.append(Inf(1))
+            ops.append("<")
+    if len(sides) != 3 or not isinstance(sides[1], Sym):
+        return None
+    if free_symbols(sides[0]) or free_symbols(sides[2]):
+        return None
+    left = "[" if ops[0] == "<=" else "("
+    right = "]" if ops[1] == "<=" else ")"
+    return Coll("delim", (sides[0], sides[2]), left, right)

@@ -1,0 +1,208 @@
+"""From an answer string (LaTeX or plain text) to a flat list of tokens.
+
+Cosmetic LaTeX is removed first (``$``, ``\\left``, spacing, ``\\dfrac``, degrees, thousands
+separators); ``\\text{...}`` becomes a text token the parser can drop as a unit or keep as a word
+answer. Everything is linear in the input; inputs longer than ``MAX_CHARS`` are refused.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["Token", "ParseError", "MAX_CHARS", "clean", "tokenize"]
+
+MAX_CHARS = 4000
+
+Token = tuple[str, str]  # (kind, text); kinds: num rep id cmd fword text op begin end
+
+
+class ParseError(ValueError):
+    """The answer is not a math expression this parser understands (or is malformed)."""
+
+
+_UNICODE = {
+    "−": "-", "–": "-", "×": "\\times ", "·": "\\cdot ", "÷": "\\div ", "π": "\\pi ",
+    "∞": "\\infty ", "√": "\\sqrt ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "±": "\\pm ",
+    "∓": "\\mp ", "∪": "\\cup ", "°": "", "（": "(", "）": ")", "，": ",", "：": ":",
+    "²": "^2", "³": "^3", "⁻¹": "^{-1}",
+}
+_UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
+
+# Removed outright: they change how a formula looks, not what it means.
+_COSMETIC = re.compile(
+    r"(?<!\\)\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits|!|bigl|bigr|Bigl|Bigr|biggl|biggr"
+    r"|big|Big|bigg|Bigg)(?![a-zA-Z])"
+    r"|(?<!\\)\\(?:left|right)(?:\.|(?![a-zA-Z]))"
+)
+_SPACING = re.compile(
+    r"(?<!\\)\\(?:quad|qquad|enspace|thinspace|medspace|thickspace)(?![a-zA-Z])|(?<!\\)\\[;: ]|~")
+# A degree sign in any spelling; 90^\circ is the number 90.
+_DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ(?![a-zA-Z])|\\degree(?![a-zA-Z])")
+_FRAC_ALIASES = re.compile(r"\\[dtc]frac(?![a-zA-Z])")
+_BINOM_ALIASES = re.compile(r"\\[dt]binom(?![a-zA-Z])")
+# 1,000 / 1{,}000 / 1\,000 / 1\ 000: a thousands separator only between groups of three digits.
+_THOUSANDS = re.compile(r"(?<![\d.])[1-9]\d{0,2}(?:(?:,|\{,\}|\\,)\d{3})+(?![\d])")
+_THOUSANDS_SEP = re.compile(r",|\{,\}|\\,")
+
+
+def clean(text: str) -> str:
+    """Remove what does not change an answer's meaning; the result is still LaTeX."""
+    if len(text) > MAX_CHARS:
+        raise ParseError(f"answer longer than {MAX_CHARS} characters")
+    text = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], text)
+    text = text.replace("\\$", "").replace("$", "")
+    text = _THOUSANDS.sub(_join_thousands, text)
+    text = text.replace("\\,", " ").replace("{,}", ",")
+    text = _DEGREES.sub("", text)
+    text = _COSMETIC.sub("", text)
+    text = _SPACING.sub(" ", text)
+    text = _FRAC_ALIASES.sub("\\\\frac", text)
+    text = _BINOM_ALIASES.sub("\\\\binom", text)
+    text = text.replace("\\%", "%")
+    text = text.strip()
+    # \( ... \) and \[ ... \] around the whole answer.
+    for opening, closing in (("\\(", "\\)"), ("\\[", "\\]")):
+        if text.startswith(opening) and text.endswith(closing):
+            text = text[2:-2].strip()
+    return text.rstrip(". ")
+
+
+def _join_thousands(match: re.Match[str]) -> str:
+    number = match.group(0)
+    if "{" not in number and "\\" not in number:
+        # [1,100] and (0,250) are pairs, not numbers: a bare comma inside brackets is a list.
+        before = match.string[: match.start()].rstrip()[-1:]
+        after = match.string[match.end() :].lstrip()[:1]
+        if before in ("(", "[", "{") and after in (")", "]", "}", "\\"):
+            return number
+    return _THOUSANDS_SEP.sub("", number)
+
+
+_TOKEN = re.compile(
+    r"(?P<ws>\s+)"
+    r"|(?P<num>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
+    r"|(?P<cmd>\\(?:[a-zA-Z]+|.))"
+    r"|(?P<word>[a-zA-Z]+)"
+    r"|(?P<op>[-+*/^_()\[\]{},;=<>!|&%'])"
+    r"|(?P<other>.)",
+    re.DOTALL,
+)
+
+# Plain-text words that mean math.
+_FWORDS = {
+    "sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh",
+    "cosh", "tanh", "log", "ln", "exp", "pi", "inf", "infty", "infinity", "oo",
+}
+# Two-letter unit words, dropped like \text{cm}; longer unknown words are always text.
+_UNIT_WORDS = {"cm", "mm", "km", "kg", "mg", "ml", "ft", "yd", "mi", "oz", "lb", "hr", "in"}
+_TEXT_COMMANDS = {"text", "textbf", "textit", "textrm", "textnormal", "textup", "mbox",
+                  "hbox", "mathrm", "operatorname", "textsf", "texttt"}
+# Decorations whose argument is kept as is.
+_UNWRAP = {"mathbf", "boldsymbol", "bm", "mathit", "mathnormal", "pmb", "vec", "hat", "bar",
+           "mathbb", "mathcal", "mathsf", "tilde", "widehat", "underline", "overrightarrow"}
+_SEPARATOR_WORDS = {"or", "and", ",", "and/or", ";"}
+_SINGLE_LETTER = re.compile(r"^\(?\s*([A-Za-z])\s*\)?\.?$")
+_MATHLIKE = re.compile(r"^[\d\s.,+\-/^()*=]+$")
+
+
+def _braced(text: str, start: int) -> tuple[str, int] | None:
+    """The content of the ``{...}`` group opening at or after ``start`` and the index after it."""
+    index = start
+    while index < len(text) and text[index] in " \t\n":
+        index += 1
+    if index >= len(text) or text[index] != "{":
+        return None
+    depth = 0
+    for end in range(index, len(text)):
+        if text[end] == "{":
+            depth += 1
+        elif text[end] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[index + 1 : end], end + 1
+    raise ParseError("unbalanced braces")
+
+
+def _text_tokens(content: str) -> list[Token]:
+    content = content.replace("\\$", "").replace("~", " ").strip()
+    if not content:
+        return []
+    if content.lower() in _SEPARATOR_WORDS:
+        return [("op", ",")]
+    if content.lower() in ("infinity", "inf", "infty"):
+        return [("fword", "infinity")]
+    letter = _SINGLE_LETTER.match(content)
+    if letter:
+        return [("id", letter.group(1))]
+    if _MATHLIKE.match(content):
+        return tokenize(content)
+    return [("text", content)]
+
+
+def tokenize(text: str) -> list[Token]:
+    """Tokens of a cleaned answer. Raises ``ParseError`` on what can never be math."""
+    tokens: list[Token] = []
+    pos = 0
+    length = len(text)
+    while pos < length:
+        match = _TOKEN.match(text, pos)
+        assert match is not None  # the pattern matches any character
+        kind = match.lastgroup or "other"
+        value = match.group(0)
+        pos = match.end()
+        if kind == "ws":
+            continue
+        if kind == "num":
+            if value.endswith(".") and text.startswith("\\overline", pos):
+                pos = _repeating(text, pos + len("\\overline"), value, tokens)
+                continue
+            tokens.append(("num", value))
+        elif kind == "word":
+            lower = value.lower()
+            if value in _FWORDS or lower in ("infinity", "inf"):
+                tokens.append(("fword", lower))
+            elif lower in _SEPARATOR_WORDS:
+                tokens.append(("op", ","))
+            elif len(value) >= 3 or lower in _UNIT_WORDS:
+                tokens.append(("text", value))
+            else:
+                tokens.extend(("id", letter) for letter in value)
+        elif kind == "cmd":
+            name = value[1:]
+            if name in _TEXT_COMMANDS:
+                group = _braced(text, pos)
+                if group is None:
+                    raise ParseError(f"\\{name} without braces")
+                content, pos = group
+                tokens.extend(_text_tokens(content))
+            elif name in _UNWRAP:
+                continue  # the braced argument that follows stays a group
+            elif name in ("begin", "end"):
+                group = _braced(text, pos)
+                if group is None:
+                    raise ParseError(f"\\{name} without an environment name")
+                env, pos = group
+                tokens.append((name, env.strip().rstrip("*")))
+            elif name == "\\":
+                tokens.append(("op", "\\\\"))
+            elif name == "overline" and tokens and tokens[-1][0] == "num" and "." in tokens[-1][1]:
+                pos = _repeating(text, pos, tokens.pop()[1], tokens)
+            else:
+                tokens.append(("cmd", name))
+        elif kind == "op":
+            tokens.append(("op", value))
+        else:
+            raise ParseError(f"unexpected character {value!r}")
+    return tokens
+
+
+def _repeating(text: str, start: int, head: str, tokens: list[Token]) -> int:
+    """``0.1\\overline{6}``: a repeating decimal, kept as one token ``0.1|6``.
+
+    ``start`` is just after ``\\overline``; returns the index after its group.
+    """
+    group = _braced(text, start)
+    if group is None or not group[0].strip().isdigit():
+        raise ParseError("\\overline must hold the repeating digits")
+    tokens.append(("rep", f"{head}|{group[0].strip()}"))
+    return group[1]
