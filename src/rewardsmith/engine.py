@@ -541,6 +541,11 @@ class Engine:
         singles = self._singles
         count = len(singles)
         columns = [results[c.name] for c in singles]
+        if (self._pool is None and not self._sync_groups and count
+                and all(cell is None for column in columns for cell in column)):
+            self.calls += len(rollouts) * count
+            self._run_columns_inline(rollouts, columns)
+            return
         limits_of = [float(c.timeout or self.rubric.timeout) for c in singles]
         if all(cell is None for column in columns for cell in column):
             items: list[Any] = list(range(len(rollouts) * count))  # every call: the usual case
@@ -560,9 +565,6 @@ class Engine:
         if not items:
             return
         self.calls += len(items)
-        if self._pool is None and not group_targets and len(items) == len(rollouts) * count:
-            self._run_columns_inline(rollouts, columns)
-            return
         rows = self._rows(rollouts) if count else []
         if self._pool is not None:
             batch = await asyncio.wrap_future(self._pool.run(self._program_key, items, limits, rows))
@@ -619,6 +621,9 @@ class Engine:
                     except Exception as exc:  # noqa: BLE001 - a failure is data
                         values.append(ComponentResult.failed(Status.ERROR,
                                                              format_exception(exc)))
+            if all(type(v) is float for v in values) and math.isfinite(sum(values)):
+                column[:] = values  # plain finite floats: the usual case
+                continue
             for index, value in enumerate(values):
                 if type(value) is float and value - value == 0.0:
                     column[index] = value
