@@ -68,6 +68,8 @@ _SINGLE_FIELDS: dict[str, Callable[[Rollout], Any]] = {
     "sample": lambda r: r,
     "id": lambda r: r.id,
     "group": lambda r: r.group,
+    # slime/Miles rewards are written as custom_rm(args, sample): they get no run arguments here.
+    "args": lambda r: None,
 }
 # What **kwargs receives: each field once, by its first name.
 _KWARGS_FIELDS = ("completion", "answer", "prompt", "metadata", "truncated", "rollout", "id", "group")
@@ -178,6 +180,8 @@ def make_binder(
 
 def _leading_positional(func: Callable[..., Any], names: list[str]) -> bool:
     """True when ``names`` are ``func``'s first parameters, in order, and may be positional."""
+    if hasattr(func, "__wrapped__") or hasattr(func, "__signature__"):
+        return False  # a wrapper's declared signature may not be the one it really accepts
     try:
         parameters = list(inspect.signature(func).parameters.values())
     except (TypeError, ValueError):

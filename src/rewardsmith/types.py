@@ -114,6 +114,16 @@ class Rollout:
         return completion if type(completion) is str else message_text(completion)
 
     @property
+    def response(self) -> str:
+        """The completion's text, by the name slime/Miles samples use."""
+        return self.text
+
+    @property
+    def label(self) -> Any:
+        """The reference answer, by the name slime/Miles samples use."""
+        return self.answer
+
+    @property
     def prompt_text(self) -> str:
         """The prompt's text: the string, or the last user message's content."""
         return message_text(self.prompt, role="user")

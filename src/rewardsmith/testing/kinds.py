@@ -1,0 +1,221 @@
+"""The kinds of reward the harness can probe, each with a question, a reference answer and
+completions written in its format: a correct one, a wrong one, one cut mid-answer, and its
+marker with nothing after it.
+
+Verifier kinds pair an answer type (a number, a short text, a multiple-choice letter) with the
+place the answer goes: ``plain`` (the answer stated), ``marker`` (after ``####``) or ``boxed``
+(inside ``\\boxed{}``). Format kinds (``marker``, ``think``, ``length``, ``pattern``) grade the
+shape of the completion, not its answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = [
+    "DETECTABLE_KINDS",
+    "KIND_NAMES",
+    "Kind",
+    "Answers",
+    "NUMBER",
+    "filler",
+    "make_kind",
+]
+
+DEFAULT_PAD_LIMIT = 4096  # characters, when the reward names no max_length
+_FILLER = "Let us think about this step by step. "
+
+
+def filler(size: int, unit: str = "chars") -> str:
+    """Answer-free text of exactly ``size`` characters (or words): no digits, letters or tags."""
+    if size <= 0:
+        return ""
+    if unit == "words":
+        words = _FILLER.split()
+        return " ".join(words[i % len(words)] for i in range(size))
+    return (_FILLER * (size // len(_FILLER) + 1))[:size]
+
+
+@dataclass(frozen=True)
+class Answers:
+    """An answer type: the question, the reference, a near miss, and candidates to list."""
+
+    question: str
+    label: str
+    miss: str  # the wrong answer of the calibration pair
+    around: tuple[str, str]  # two wrong values listed before and after the reference
+    candidates: tuple[str, ...]  # every candidate, the reference neither first nor last
+    work: Callable[[str], str]  # a line of work that ends in the given value
+    letters: bool = False  # multiple choice: shown as (B) outside a box
+
+
+NUMBER = Answers(
+    question="Tom has 40 apples and buys 2 more. How many apples does he have now?",
+    label="42",
+    miss="41",
+    around=("40", "44"),
+    candidates=("40", "41", "42", "43", "44"),
+    work=lambda v: f"Tom had 40 apples and bought 2 more: 40 + 2 = {v}.",
+)
+TEXT = Answers(
+    question="What is the capital of France?",
+    label="Paris",
+    miss="London",
+    around=("London", "Rome"),
+    candidates=("London", "Paris", "Rome", "Berlin", "Madrid"),
+    work=lambda v: f"The capital of France is {v}.",
+)
+CHOICE = Answers(
+    question="Which number is the largest?\n(A) 1\n(B) 9\n(C) 3\n(D) 4",
+    label="B",
+    miss="A",
+    around=("A", "C"),
+    candidates=("A", "B", "C", "D"),
+    work=lambda v: "I compared the four numbers one by one.",
+    letters=True,
+)
+
+_VERIFIERS: dict[str, tuple[Answers, str]] = {
+    "number": (NUMBER, "plain"),
+    "number-marker": (NUMBER, "marker"),
+    "number-boxed": (NUMBER, "boxed"),
+    "text": (TEXT, "plain"),
+    "text-boxed": (TEXT, "boxed"),
+    "choice": (CHOICE, "plain"),
+    "choice-boxed": (CHOICE, "boxed"),
+}
+_FORMATS = ("marker", "think", "length", "pattern")
+KIND_NAMES: tuple[str, ...] = (*_VERIFIERS, *_FORMATS)
+# What the harness tries on a reward it knows nothing about (a user's function).
+DETECTABLE_KINDS: tuple[str, ...] = (*_VERIFIERS, "think")
+
+_DESCRIPTIONS = {
+    "number": "a number stated in the text",
+    "number-marker": "a number after '####'",
+    "number-boxed": "a number inside \\boxed{}",
+    "text": "a short text answer",
+    "text-boxed": "a short text answer inside \\boxed{}",
+    "choice": "a multiple-choice letter",
+    "choice-boxed": "a multiple-choice letter inside \\boxed{}",
+    "marker": "a format rule: the answer marker once, with an answer after it",
+    "think": "a format rule: one <think>...</think> block, then an answer",
+    "length": "a length penalty",
+    "pattern": "a pattern the completion must match",
+}
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of reward and the completions that show how it should behave."""
+
+    name: str
+    description: str
+    question: str
+    label: Any
+    correct: str  # full credit
+    wrong: str  # must score below ``correct``
+    truncated: str  # the correct completion cut mid-answer (sent with truncated=True)
+    bare_marker: str  # the answer's marker with nothing after it
+    unmarked: str | None = None  # the answer without its marker or box (detection only)
+    wrong_truncated: bool = False  # the wrong completion is ``correct`` cut at the length limit
+    uses_label: bool = True  # grades the answer against the label
+    grades_answers: bool = True  # an answer-free completion must not get full credit
+    calibrated: bool = True  # has a correct/wrong pair (a user's pattern has none)
+    answers: Answers | None = None
+    slot: str = "format"  # plain | marker | boxed | format
+    pad_limit: int = DEFAULT_PAD_LIMIT
+    pad_unit: str = "chars"
+    marker: str = "####"
+    marker_max: int = 1
+    tag: str = "think"
+
+    def shown(self, value: str) -> str:
+        """A value as it is written in this kind's slot ((B) for a letter outside a box)."""
+        if self.answers is not None and self.answers.letters and self.slot != "boxed":
+            return f"({value})"
+        return value
+
+    def render(self, answer: str, work: str) -> str:
+        """A completion with ``work`` and then ``answer`` in this kind's slot."""
+        if self.slot == "marker":
+            return f"{work}\n#### {answer}"
+        if self.slot == "boxed":
+            return f"{work}\nSo the answer is \\boxed{{{answer}}}."
+        if self.answers is TEXT:
+            return answer  # a short text answer is the whole completion
+        return f"{work}\nThe answer is {answer}."
+
+    def listing(self, values: tuple[str, ...]) -> str:
+        """Several values written as one answer: '40, 41, 42, 43 or 44'."""
+        shown = [self.shown(v) for v in values]
+        return ", ".join(shown[:-1]) + " or " + shown[-1]
+
+
+def _verifier(name: str, answers: Answers, slot: str, pad: tuple[int, str]) -> Kind:
+    base = Kind(name, _DESCRIPTIONS[name], answers.question, answers.label, "", "", "", "",
+                answers=answers, slot=slot, pad_limit=pad[0], pad_unit=pad[1])
+    label = base.shown(answers.label)
+    correct = base.render(label, answers.work(answers.label))
+    wrong = base.render(base.shown(answers.miss), answers.work(answers.miss))
+    unmarked = None
+    if slot != "plain":
+        unmarked = f"{answers.work(answers.label)}\nThe answer is {answers.label}."
+    at = correct.rfind(label)
+    truncated = correct[: at + max(1, len(label) // 2)]
+    bare = {"marker": "####", "boxed": "\\boxed{}"}.get(slot, "The answer is")
+    return Kind(name, base.description, answers.question, answers.label, correct, wrong,
+                truncated, bare, unmarked=unmarked, answers=answers, slot=slot,
+                pad_limit=pad[0], pad_unit=pad[1])
+
+
+def make_kind(name: str, params: Mapping[str, Any] | None = None,
+              pad: tuple[int, str] = (DEFAULT_PAD_LIMIT, "chars")) -> Kind:
+    """The kind ``name``; ``params`` are the reward's (marker, max_count, tag are honoured)."""
+    params = params or {}
+    if name in _VERIFIERS:
+        answers, slot = _VERIFIERS[name]
+        return _verifier(name, answers, slot, pad)
+    work = NUMBER.work(NUMBER.label)
+    stated = "The answer is 42."
+    common: dict[str, Any] = {"description": _DESCRIPTIONS.get(name, name),
+                              "question": NUMBER.question, "label": NUMBER.label,
+                              "uses_label": False, "pad_limit": pad[0], "pad_unit": pad[1]}
+    if name == "marker":
+        marker = str(params.get("marker") or "####")
+        max_count = _positive_int(params.get("max_count"), 1)
+        return Kind(name, correct=f"{work}\n{marker} 42", wrong=work,
+                    truncated=f"{work}\n{marker[: len(marker) // 2]}", bare_marker=marker,
+                    marker=marker, marker_max=max_count, **common)
+    if name == "think":
+        tag = str(params.get("tag") or "think")
+        return Kind(name, correct=f"<{tag}>{work}</{tag}>\n{stated}", wrong=stated,
+                    truncated=f"<{tag}>{work[:-2]}", bare_marker=f"<{tag}></{tag}>", tag=tag,
+                    **common)
+    if name == "length":
+        return Kind(name, correct=stated, wrong=stated, truncated=f"{work}\nThe answer is 4",
+                    bare_marker="The answer is", wrong_truncated=True, grades_answers=False,
+                    **common)
+    if name == "pattern":
+        return Kind(name, correct=f"{work}\n{stated}", wrong="",
+                    truncated=f"{work}\nThe answer is 4", bare_marker="The answer is",
+                    calibrated=False, **common)
+    raise ConfigError(f"unknown reward kind {name!r}; known kinds: {', '.join(KIND_NAMES)}")
+
+
+def _positive_int(value: Any, default: int) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return default
+
+
+def pad_settings(params: Mapping[str, Any]) -> tuple[int, str] | None:
+    """The length limit a reward's params name (``max_length`` and ``unit``), if any."""
+    limit = params.get("max_length")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        return None
+    unit = params.get("unit", "chars")
+    return limit, unit if unit in ("chars", "words") else "chars"
