@@ -1,0 +1,150 @@
+"""verl: a ``custom_reward_function`` for the naive, DAPO, batch and reward-loop managers.
+
+verl calls, per sample::
+
+    compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=..., **reward_kwargs)
+
+and, with ``reward_model.reward_manager=batch``, once per batch::
+
+    compute_score(data_sources=[...], solution_strs=[...], ground_truths=[...], extra_infos=[...], **reward_kwargs)
+
+Both forms go to ``compute_score`` (``compute_score_batch`` is the batch form by name, and
+``compute_score_async`` the per-sample form for reward loops that await it). Config::
+
+    custom_reward_function.path=pkg://rewardsmith.integrations.verl
+    custom_reward_function.name=compute_score
+
+Every sample's dict has the same keys (verl takes the key list from the first sample):
+``score`` (the reward; 0.0 when masked, since verl cannot mask), ``acc`` (1.0 when the rubric's
+accuracy component, its first built-in verifier, scored above 0: for DAPO's
+``filter_groups.metric=acc``), ``masked`` and ``failed`` (1.0 or 0.0), and one key per component of
+the default rubric (its value; 0.0 when it has none, or when the sample used another rubric).
+
+The rubric is ``reward_kwargs.rubric`` (``+custom_reward_function.reward_kwargs.rubric=...``),
+else ``REWARDSMITH_RUBRIC``; ``extra_info["rubric"]`` overrides both for one sample. The prompt is
+``extra_info["question"]`` or ``extra_info["prompt"]`` when present. In the batch form, a run of
+consecutive samples with the same data source, ground truth and ``extra_info["index"]`` is one
+group; in the per-sample form each sample is its own group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# Absolute imports: verl may load this file by path, outside its package.
+from rewardsmith.errors import InputError
+from rewardsmith.integrations._shared import (
+    RubricSpec,
+    Scored,
+    accuracy,
+    accuracy_component,
+    ascore_rollouts,
+    consecutive_groups,
+    default_rubric,
+    score_rollouts,
+)
+from rewardsmith.rubric import Rubric
+from rewardsmith.types import Rollout, Status, content_hash
+
+__all__ = ["FIXED_KEYS", "compute_score", "compute_score_async", "compute_score_batch"]
+
+FIXED_KEYS = ("score", "acc", "masked", "failed")
+_BATCH_ARGUMENTS = ("data_sources", "solution_strs", "ground_truths", "extra_infos")
+
+
+def _info(extra_info: Any) -> dict[str, Any]:
+    if extra_info is None:
+        return {}
+    if isinstance(extra_info, Mapping):
+        return dict(extra_info)
+    return {"extra_info": extra_info}
+
+
+def _rollout(index: int, group: str, data_source: Any, solution_str: Any, ground_truth: Any,
+             info: dict[str, Any]) -> Rollout:
+    if solution_str is not None and not isinstance(solution_str, str):
+        raise InputError(f"verl sample {index}: solution_str must be text, not "
+                         f"{type(solution_str).__name__}")
+    prompt = info.get("question", info.get("prompt", ""))
+    metadata = {**info, "data_source": data_source}
+    return Rollout(id=str(index), group=group, prompt=prompt if isinstance(prompt, (str, list))
+                   else str(prompt), completion=solution_str or "", answer=ground_truth,
+                   metadata=metadata, truncated=bool(info.get("truncated", False)))
+
+
+def _component_key(name: str) -> str:
+    # A component may not shadow a fixed key.
+    return f"component_{name}" if name in FIXED_KEYS else name
+
+
+def _result(scored: Scored, default: Rubric | None) -> dict[str, float]:
+    score, rubric = scored.score, scored.rubric
+    masked = score.reward is None
+    reward = 0.0 if score.reward is None or not math.isfinite(score.reward) else score.reward
+    out = {
+        "score": reward,
+        "acc": accuracy(score, accuracy_component(rubric)),
+        "masked": 1.0 if masked else 0.0,
+        "failed": 1.0 if score.status in (Status.ERROR, Status.TIMEOUT) else 0.0,
+    }
+    if default is not None:
+        own = score.components if rubric is default else {}
+        for name in default.names:
+            value = own.get(name)
+            out[_component_key(name)] = 0.0 if value is None else float(value)
+    return out
+
+
+def _explicit(kwargs: Mapping[str, Any]) -> RubricSpec | None:
+    value = kwargs.get("rubric")
+    return value if isinstance(value, (str, Rubric)) and value != "" else None
+
+
+def compute_score_batch(data_sources: Sequence[Any], solution_strs: Sequence[Any],
+                        ground_truths: Sequence[Any], extra_infos: Sequence[Any] | None = None,
+                        **kwargs: Any) -> list[dict[str, float]]:
+    """verl's batch form: lists in, one dict per sample out (same keys for all)."""
+    size = len(solution_strs)
+    infos = [_info(e) for e in extra_infos] if extra_infos is not None else [{}] * size
+    for name, values in (("data_sources", data_sources), ("ground_truths", ground_truths),
+                         ("extra_infos", infos)):
+        if len(values) != size:
+            raise InputError(f"verl passed {len(values)} {name} for {size} solution_strs")
+    keys = [(str(d), content_hash(g), str(i.get("index", ""))) for d, g, i in
+            zip(data_sources, ground_truths, infos)]
+    groups = consecutive_groups(keys)
+    rollouts = [_rollout(n, groups[n], data_sources[n], solution_strs[n], ground_truths[n],
+                         infos[n]) for n in range(size)]
+    explicit = _explicit(kwargs)
+    scored = score_rollouts(rollouts, explicit=explicit,
+                            sample_rubrics=[i.get("rubric") for i in infos])
+    default = default_rubric(explicit)
+    return [_result(s, default) for s in scored]
+
+
+def compute_score(data_source: Any = None, solution_str: Any = None, ground_truth: Any = None,
+                  extra_info: Any = None, **kwargs: Any) -> Any:
+    """verl's per-sample form (a dict with ``score``); the batch form when given lists."""
+    if "solution_strs" in kwargs:
+        batch = {name: kwargs.pop(name, None) for name in _BATCH_ARGUMENTS}
+        return compute_score_batch(batch["data_sources"] or [], batch["solution_strs"],
+                                   batch["ground_truths"] or [], batch["extra_infos"], **kwargs)
+    info = _info(extra_info)
+    rollout = _rollout(0, "0", data_source, solution_str, ground_truth, info)
+    explicit = _explicit(kwargs)
+    [scored] = score_rollouts([rollout], explicit=explicit, sample_rubrics=[info.get("rubric")])
+    return _result(scored, default_rubric(explicit))
+
+
+async def compute_score_async(data_source: Any = None, solution_str: Any = None,
+                              ground_truth: Any = None, extra_info: Any = None,
+                              **kwargs: Any) -> dict[str, float]:
+    """The per-sample form for callers that await it; never blocks their event loop."""
+    info = _info(extra_info)
+    rollout = _rollout(0, "0", data_source, solution_str, ground_truth, info)
+    explicit = _explicit(kwargs)
+    [scored] = await ascore_rollouts([rollout], explicit=explicit,
+                                     sample_rubrics=[info.get("rubric")])
+    return _result(scored, default_rubric(explicit))

@@ -1,0 +1,156 @@
+"""The FastAPI application: routes for rewardsmith, OpenRLHF and slime clients."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Query
+from fastapi.responses import JSONResponse, Response
+
+from .. import __version__
+from ..engine import Engine
+from ..errors import InputError
+from ..integrations._shared import Scored, accuracy, accuracy_component, text_or_messages
+from ..integrations.openrlhf import build_rollouts, to_reply
+from ..integrations.slime import masked_reward
+from ..types import Rollout, Status
+from ._config import ServerConfig
+from ._guard import Guard
+from ._metrics import CONTENT_TYPE, ServerMetrics
+from ._models import (
+    ErrorReply,
+    HealthReply,
+    OpenRLHFReply,
+    OpenRLHFRequest,
+    ScoreReply,
+    ScoreRequest,
+    SlimeDetail,
+    SlimeRequest,
+)
+from ._service import ScoringService, invalid, request_groups, with_advantages
+
+__all__ = ["build_app"]
+
+ROUTES = frozenset({"/score", "/get_reward", "/openrlhf", "/slime", "/health", "/metrics"})
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    text = {401: "Missing or wrong bearer token (--token-env).",
+            413: "Request body larger than --max-body-bytes.",
+            422: "Invalid body, or more rollouts than --max-batch.",
+            429: "Queue full (--queue-limit); retry after the Retry-After seconds.",
+            504: "Scoring took longer than --request-timeout."}
+    return {code: {"model": ErrorReply, "description": text[code]} for code in codes}
+
+
+_POST_ERRORS = _errors(401, 413, 422, 429, 504)
+
+
+def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
+    """The ASGI app to serve (routes behind the guard: token, body size, metrics) and its
+    FastAPI app (for the OpenAPI schema)."""
+    rubric = config.rubric
+    fallback = masked_reward()  # read now: a bad REWARDSMITH_MASKED_REWARD fails at startup
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        # Runs after uvicorn has let the requests in flight finish.
+        await asyncio.to_thread(engine.close)
+
+    app = FastAPI(
+        title="rewardsmith reward server",
+        version=__version__,
+        description=f"Scores rollouts with the rubric {rubric.name!r} "
+                    f"(components: {', '.join(rubric.names)}).",
+        lifespan=lifespan,
+    )
+    # ``service`` is bound below; the gauge reads it only when Prometheus scrapes.
+    metrics = ServerMetrics(engine.usage, lambda: service.in_flight)
+    service = ScoringService(engine, config, metrics)
+
+    @app.post("/score", response_model=ScoreReply, responses=_POST_ERRORS,
+              summary="Score rollouts (flat or as whole groups), with GRPO advantages")
+    async def score(body: ScoreRequest) -> Response:
+        groups = request_groups(body, config.max_batch)
+        size = sum(len(g) for g in groups)
+        scored = await service.admit(size, lambda: service.score_groups(groups))
+        flat = with_advantages(scored, body)
+        counts = {s.value: 0 for s in Status}
+        rows = []
+        for item in flat:
+            counts[item.status.value] += 1
+            rows.append(item.to_dict())
+        return JSONResponse({"rubric": rubric.name, "rubric_id": rubric.id,
+                             "groups": len(scored), "counts": counts, "scores": rows})
+
+    async def openrlhf(body: OpenRLHFRequest) -> Response:
+        try:
+            rollouts = build_rollouts(body.query, body.prompts, body.labels)
+        except InputError as exc:
+            raise invalid(["query"], str(exc)) from None
+        if len(rollouts) > config.max_batch:
+            raise invalid(["query"], f"too many queries in one request: {len(rollouts)} > "
+                                     f"{config.max_batch} (--max-batch)")
+        groups = _by_label(rollouts)
+        scored = await service.admit(len(rollouts), lambda: service.score_groups(groups))
+        order = {id(r): n for n, r in enumerate(rollouts)}
+        flat: list[Scored | None] = [None] * len(rollouts)
+        for group, scores in zip(groups, scored):
+            for rollout, item in zip(group, scores):
+                flat[order[id(rollout)]] = Scored(item, rubric)
+        return JSONResponse(to_reply([s for s in flat if s is not None], rubric))
+
+    app.post("/get_reward", response_model=OpenRLHFReply, responses=_POST_ERRORS,
+             summary="OpenRLHF remote reward model (--remote_rm_url http://HOST:PORT/get_reward)"
+             )(openrlhf)
+    app.post("/openrlhf", response_model=OpenRLHFReply, responses=_POST_ERRORS,
+             summary="The same as /get_reward")(openrlhf)
+
+    @app.post("/slime", response_model=float | SlimeDetail, responses=_POST_ERRORS,
+              summary="slime/Miles remote_rm (--rm-type remote_rm --rm-url http://HOST:PORT/slime)")
+    async def slime(body: SlimeRequest,
+                    detail: bool = Query(False, description="Reply with an object (for "
+                                         "--reward-key reward) instead of a bare number.")
+                    ) -> Response:
+        data = body.model_dump()
+        truncated = (body.model_extra or {}).get("truncated") is True
+        rollout = Rollout("0", "0", text_or_messages(data["prompt"]),
+                          text_or_messages(data["response"]), body.label,
+                          dict(body.metadata or {}), truncated)
+        [[item]] = await service.admit(1, lambda: service.score_groups([[rollout]]))
+        reward = fallback if item.reward is None else item.reward
+        if not detail:
+            return JSONResponse(reward)
+        out: dict[str, Any] = {"reward": reward, "masked": 1.0 if item.reward is None else 0.0,
+                               "acc": accuracy(item, accuracy_component(rubric)),
+                               "status": item.status.value}
+        for name, value in item.components.items():
+            out.setdefault(name, 0.0 if value is None else value)
+        return JSONResponse(out)
+
+    @app.get("/health", response_model=HealthReply, responses=_errors(401),
+             summary="Liveness and the rubric served (no token needed)")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "rubric": rubric.name, "rubric_id": rubric.id,
+                "components": rubric.names, "in_flight": service.in_flight,
+                "queue_limit": config.queue_limit, "version": __version__}
+
+    @app.get("/metrics", response_class=Response, responses={
+        200: {"content": {"text/plain": {}}, "description": "Prometheus text format"},
+        **_errors(401)}, summary="Prometheus metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    return Guard(app, token=config.token, max_body_bytes=config.max_body_bytes, metrics=metrics,
+                 routes=ROUTES), app
+
+
+def _by_label(rollouts: list[Rollout]) -> list[list[Rollout]]:
+    groups: dict[str, list[Rollout]] = {}
+    for rollout in rollouts:
+        groups.setdefault(rollout.group, []).append(rollout)
+    return list(groups.values())

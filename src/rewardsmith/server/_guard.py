@@ -1,0 +1,139 @@
+"""The gate in front of every route: bearer token, body size, request metrics.
+
+A plain ASGI middleware (not Starlette's ``BaseHTTPMiddleware``, which costs a task and a copy
+per request). The body is read here, up to the limit, so a request that is too large is refused
+with 413 before any of it is parsed, whether it declares its length or streams it in chunks.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from ._metrics import ServerMetrics
+
+__all__ = ["Guard", "OPEN_PATHS"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# Liveness probes and the API description need no token.
+OPEN_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+
+
+async def _reply(send: Send, status: int, detail: str,
+                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class Guard:
+    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int,
+                 metrics: ServerMetrics, routes: frozenset[str]):
+        self.app = app
+        self._token = f"Bearer {token}".encode() if token is not None else None
+        self.max_body_bytes = max_body_bytes
+        self.metrics = metrics
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        path = scope.get("path", "")
+        route = path if path in self.routes else "other"
+        code = 500
+        sent = False
+
+        async def watched_send(message: Message) -> None:
+            nonlocal code, sent
+            if message["type"] == "http.response.start":
+                code = int(message["status"])
+                sent = True
+            await send(message)
+
+        try:
+            refused = self._refusal(scope, path)
+            if refused is not None:
+                status, detail, headers, reason = refused
+                self.metrics.rejected.labels(reason).inc()
+                await _reply(watched_send, status, detail, headers)
+                return
+            if scope.get("method") in ("POST", "PUT", "PATCH"):
+                body = await self._read_body(receive)
+                if body is None:
+                    self.metrics.rejected.labels("body_too_large").inc()
+                    await _reply(watched_send, 413, self._too_large())
+                    return
+                receive = _replay(body, receive)
+            await self.app(scope, receive, watched_send)
+        finally:
+            self.metrics.observe(route, str(scope.get("method", "")), code if sent else 500,
+                                 time.perf_counter() - started)
+
+    def _refusal(self, scope: Scope, path: str
+                 ) -> tuple[int, str, list[tuple[bytes, bytes]], str] | None:
+        if self._token is not None and path not in OPEN_PATHS:
+            given = b""
+            for name, value in scope.get("headers", ()):
+                if name == b"authorization":
+                    given = value
+                    break
+            if not hmac.compare_digest(given, self._token):
+                what = "missing" if not given else "wrong"
+                return (401, f"{what} bearer token: send 'Authorization: Bearer <token>'",
+                        [(b"www-authenticate", b"Bearer")], "unauthorized")
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    return 400, "Content-Length is not a number", [], "bad_length"
+                if declared > self.max_body_bytes:
+                    return 413, self._too_large(declared), [], "body_too_large"
+                break
+        return None
+
+    def _too_large(self, declared: int | None = None) -> str:
+        size = f" ({declared} bytes)" if declared is not None else ""
+        return (f"request body too large{size}: the limit is {self.max_body_bytes} bytes "
+                "(--max-body-bytes); send fewer rollouts per request")
+
+    async def _read_body(self, receive: Receive) -> bytes | None:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # later calls wait for the disconnect, as the server's would
+
+    return replay

@@ -1,0 +1,143 @@
+"""Scoring for the server: admission (backpressure), per-request timeouts, request -> rollouts.
+
+Scoring itself runs on the engine: sync rewards in its worker processes, async ones on its own
+event loop. The server's event loop only parses, awaits and answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from fastapi import HTTPException
+from fastapi.exceptions import RequestValidationError
+
+from ..advantages import compute_advantages
+from ..engine import Engine
+from ..errors import AdvantageError, ConfigError
+from ..io import rollout_from_dict
+from ..types import Rollout, Score
+from ._config import ServerConfig
+from ._metrics import ServerMetrics
+from ._models import RolloutIn, ScoreRequest
+
+__all__ = ["ScoringService", "invalid", "request_groups"]
+
+T = TypeVar("T")
+
+
+def invalid(location: Sequence[str | int], message: str) -> RequestValidationError:
+    """A 422 in FastAPI's own format, pointing at ``location`` in the body."""
+    return RequestValidationError([{"type": "value_error", "loc": ("body", *location),
+                                    "msg": message, "input": None}])
+
+
+_GROUP_KEYS = ("group", "group_id", "prompt_id", "group_index")
+
+
+def _rollout(model: RolloutIn, default_id: str, where: list[str | int],
+             group: str | None = None) -> Rollout:
+    data = model.model_dump(exclude_unset=True)
+    if group is not None and not any(data.get(k) is not None for k in _GROUP_KEYS):
+        data["group"] = group  # saves hashing the prompt for a label that is given
+    try:
+        return rollout_from_dict(data, default_id=default_id)
+    except (ValueError, RecursionError) as exc:
+        raise invalid(where, str(exc)) from None
+
+
+def request_groups(body: ScoreRequest, max_batch: int) -> list[list[Rollout]]:
+    """The request's rollouts as groups; 422 when there are too many or one cannot be read.
+
+    In the ``groups`` form each inner list is one group; members without a group label are
+    labelled by the group's position.
+    """
+    if body.groups is not None:
+        count = sum(len(g) for g in body.groups)
+        _check_count(count, max_batch, "groups")
+        groups: list[list[Rollout]] = []
+        position = 0
+        for g, members in enumerate(body.groups):
+            if not members:
+                raise invalid(["groups", g], "a group needs at least one rollout")
+            group: list[Rollout] = []
+            for i, model in enumerate(members):
+                group.append(_rollout(model, str(position), ["groups", g, i], str(g)))
+                position += 1
+            groups.append(group)
+        return groups
+    rollouts_in = body.rollouts or []
+    _check_count(len(rollouts_in), max_batch, "rollouts")
+    if not rollouts_in:
+        raise invalid(["rollouts"], "no rollouts to score")
+    by_label: dict[str, list[Rollout]] = {}
+    for i, model in enumerate(rollouts_in):
+        rollout = _rollout(model, str(i), ["rollouts", i])
+        by_label.setdefault(rollout.group, []).append(rollout)
+    return list(by_label.values())
+
+
+def _check_count(count: int, max_batch: int, field: str) -> None:
+    if count > max_batch:
+        raise invalid([field], f"too many rollouts in one request: {count} > {max_batch} "
+                               "(--max-batch); split the batch")
+
+
+class ScoringService:
+    """Admits work while the queue has room, scores it on the engine, bounds its time."""
+
+    def __init__(self, engine: Engine, config: ServerConfig, metrics: ServerMetrics):
+        self.engine = engine
+        self.config = config
+        self.metrics = metrics
+        self.in_flight = 0  # rollouts admitted and not yet scored (the loop is single-threaded)
+
+    async def admit(self, size: int, work: Callable[[], Awaitable[T]]) -> T:
+        """Run ``work`` for ``size`` rollouts: 429 when the queue is full, 504 past the timeout."""
+        if self.in_flight > 0 and self.in_flight + size > self.config.queue_limit:
+            self.metrics.rejected.labels("queue_full").inc()
+            raise HTTPException(
+                429, f"the server is busy: {self.in_flight} rollouts are queued and this request "
+                f"adds {size} (--queue-limit {self.config.queue_limit}); retry later",
+                headers={"Retry-After": str(self.config.retry_after)})
+        self.in_flight += size
+        task = asyncio.ensure_future(work())
+
+        def release(done: asyncio.Future[Any]) -> None:
+            # A timed-out request's rollouts still occupy the engine until they finish.
+            self.in_flight -= size
+            if not done.cancelled():
+                done.exception()  # retrieved, so an abandoned task logs no "never retrieved"
+
+        task.add_done_callback(release)
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), self.config.request_timeout)
+        except asyncio.TimeoutError:
+            self.metrics.rejected.labels("timeout").inc()
+            raise HTTPException(
+                504, f"scoring took longer than {self.config.request_timeout:g} s "
+                "(--request-timeout)") from None
+
+    async def score_groups(self, groups: Sequence[Sequence[Rollout]]) -> list[list[Score]]:
+        results = await asyncio.gather(*(self.engine.ascore_group(g) for g in groups))
+        scores = [s for group in results for s in group]
+        self.metrics.scored(scores)
+        return list(results)
+
+
+def with_advantages(groups: Sequence[Sequence[Score]], body: ScoreRequest) -> list[Score]:
+    """Flatten the groups; fill each score's advantage over its own group (not its label)."""
+    flat = [s for group in groups for s in group]
+    if not body.advantages:
+        return flat
+    codes = [g for g, group in enumerate(groups) for _ in group]
+    try:
+        values = compute_advantages([s.reward for s in flat], codes, method=body.method,
+                                    trainer=body.trainer, ids=[s.id for s in flat])
+    except (ConfigError, AdvantageError) as exc:
+        raise invalid(["advantages"], f"{exc}; send advantages=false to get the scores alone"
+                      ) from None
+    for score, value in zip(flat, values):
+        score.advantage = value
+    return flat
