@@ -359,6 +359,11 @@ class Engine:
         loop = self._ensure_started()
         in_flight_limit = max_in_flight or max(2, 2 * max(1, self.workers))
         batches = self._batches(groups) if coalesce else ([list(g)] for g in groups)
+        if self._pool is None and not self._async:
+            # Everything runs in this process and nothing awaits: no thread hand-off needed.
+            for batch in batches:
+                yield from _now(self._score_groups(batch))
+            return
         pending: list[Future[list[list[Score]]]] = []
         for batch in batches:
             pending.append(loop.submit(self._score_groups(batch)))
@@ -454,7 +459,9 @@ class Engine:
             work.append(self._run_sync(groups, rollouts, results))
         for component in self._async:
             work.append(self._run_async(component, groups, results))
-        if work:
+        if len(work) == 1:
+            await work[0]  # no gather: the in-process path then never suspends (see _now)
+        elif work:
             await asyncio.gather(*work)
         if self.cache is not None and keys is not None:
             self._record(keys, results)
@@ -476,15 +483,18 @@ class Engine:
             c.requires for c in rubric.components)
         ok = Status.OK
         if simple and all(type(v) is float for column in columns for v in column):
-            rows = list(zip(*columns))
-            if len(weights) == 2:
-                w1, w2 = weights  # two terms: one rounding, the same as fsum
-                totals = [w1 * a + w2 * b for a, b in rows]
-            else:
-                fsum = math.fsum  # the total does not depend on component order
-                totals = [fsum([w * v for w, v in zip(weights, row)]) for row in rows]
-            return [Score(r.id, r.group, total, ok, dict(zip(names, row)), {}, {}, None)
-                    for r, total, row in zip(rollouts, totals, rows)]
+            if len(columns) == 2:  # the common shape, spelled out: it runs once per rollout
+                (n1, n2), (w1, w2), (c1, c2) = names, weights, columns
+                return [Score(r.id, r.group, w1 * a + w2 * b, ok, {n1: a, n2: b}, {}, {}, None)
+                        for r, a, b in zip(rollouts, c1, c2)]  # type: ignore[operator]
+            if len(columns) == 1:
+                (n1,), (w1,), (c1,) = names, weights, columns
+                return [Score(r.id, r.group, w1 * a, ok, {n1: a}, {}, {}, None)  # type: ignore[operator]
+                        for r, a in zip(rollouts, c1)]
+            fsum = math.fsum  # the total does not depend on component order
+            return [Score(r.id, r.group, fsum([w * v for w, v in zip(weights, row)]), ok,
+                          dict(zip(names, row)), {}, {}, None)  # type: ignore[misc]
+                    for r, row in zip(rollouts, zip(*columns))]
         scores = []
         for rollout, cells in zip(rollouts, zip(*columns)):
             per = {name: _as_result(cell) for name, cell in zip(names, cells)}
@@ -705,6 +715,16 @@ class Engine:
         except Exception as exc:  # noqa: BLE001 - a failure is data
             for i in todo:
                 column[offset + i] = ComponentResult.failed(Status.ERROR, format_exception(exc))
+
+
+def _now(coroutine: Any) -> Any:
+    """Run a coroutine that never suspends to completion, here, without an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    coroutine.close()
+    raise RuntimeError("internal error: an in-process batch tried to wait")
 
 
 def _as_result(cell: Cell) -> ComponentResult:
