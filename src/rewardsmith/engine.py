@@ -483,18 +483,19 @@ class Engine:
             c.requires for c in rubric.components)
         ok = Status.OK
         if simple and all(type(v) is float for column in columns for v in column):
-            if len(columns) == 2:  # the common shape, spelled out: it runs once per rollout
-                (n1, n2), (w1, w2), (c1, c2) = names, weights, columns
+            floats = cast("list[list[float]]", columns)
+            if len(floats) == 2:  # the common shape, spelled out: it runs once per rollout
+                (n1, n2), (w1, w2), (c1, c2) = names, weights, floats
                 return [Score(r.id, r.group, w1 * a + w2 * b, ok, {n1: a, n2: b}, {}, {}, None)
-                        for r, a, b in zip(rollouts, c1, c2)]  # type: ignore[operator]
-            if len(columns) == 1:
-                (n1,), (w1,), (c1,) = names, weights, columns
-                return [Score(r.id, r.group, w1 * a, ok, {n1: a}, {}, {}, None)  # type: ignore[operator]
+                        for r, a, b in zip(rollouts, c1, c2)]
+            if len(floats) == 1:
+                (n1,), (w1,), (c1,) = names, weights, floats
+                return [Score(r.id, r.group, w1 * a, ok, {n1: a}, {}, {}, None)
                         for r, a in zip(rollouts, c1)]
             fsum = math.fsum  # the total does not depend on component order
             return [Score(r.id, r.group, fsum([w * v for w, v in zip(weights, row)]), ok,
-                          dict(zip(names, row)), {}, {}, None)  # type: ignore[misc]
-                    for r, row in zip(rollouts, zip(*columns))]
+                          dict(zip(names, row)), {}, {}, None)
+                    for r, row in zip(rollouts, zip(*floats))]
         scores = []
         for rollout, cells in zip(rollouts, zip(*columns)):
             per = {name: _as_result(cell) for name, cell in zip(names, cells)}
