@@ -41,6 +41,7 @@ from .workers import (
     WorkerPool,
     default_worker_count,
     format_exception,
+    gc_paused,
 )
 
 __all__ = ["Engine", "ResultCache", "score_rollouts"]
@@ -449,11 +450,13 @@ class Engine:
                 yield from future.result()
 
     async def _score_groups(self, groups: list[list[Rollout]]) -> list[list[Score]]:
-        rollouts = [r for group in groups for r in group]
-        results: dict[str, list[Cell]] = {
-            c.name: [None] * len(rollouts) for c in self.rubric.components
-        }
-        keys = self._cached(rollouts, results)
+        # The collector pauses around the allocation-heavy steps, never across an await.
+        with gc_paused():
+            rollouts = [r for group in groups for r in group]
+            results: dict[str, list[Cell]] = {
+                c.name: [None] * len(rollouts) for c in self.rubric.components
+            }
+            keys = self._cached(rollouts, results)
         work = []
         if self._sync:
             work.append(self._run_sync(groups, rollouts, results))
@@ -463,9 +466,10 @@ class Engine:
             await work[0]  # no gather: the in-process path then never suspends (see _now)
         elif work:
             await asyncio.gather(*work)
-        if self.cache is not None and keys is not None:
-            self._record(keys, results)
-        scores = self._combine(rollouts, [results[name] for name in self.rubric.names])
+        with gc_paused():
+            if self.cache is not None and keys is not None:
+                self._record(keys, results)
+            scores = self._combine(rollouts, [results[name] for name in self.rubric.names])
         out = []
         start = 0
         for group in groups:
@@ -555,7 +559,8 @@ class Engine:
         if (self._pool is None and not self._sync_groups and count
                 and all(cell is None for column in columns for cell in column)):
             self.calls += len(rollouts) * count
-            self._run_columns_inline(rollouts, columns)
+            with gc_paused():
+                self._run_columns_inline(rollouts, columns)
             return
         limits_of = [float(c.timeout or self.rubric.timeout) for c in singles]
         if all(cell is None for column in columns for cell in column):
@@ -581,9 +586,16 @@ class Engine:
             batch = await asyncio.wrap_future(self._pool.run(self._program_key, items, limits, rows))
         else:
             batch = self._run_inline(items, rows)
+        with gc_paused():
+            self._store_batch(batch, items, count, columns, group_targets, results)
+
+    def _store_batch(self, batch: BatchResult, items: list[Any], count: int,
+                     columns: list[list[Cell]], group_targets: list[tuple[str, list[int]]],
+                     results: dict[str, list[Cell]]) -> None:
+        """Put a worker batch's values into the result columns, failures included."""
         values, failures = batch.values, batch.failures
         singles_done = len(items) - len(group_targets)
-        if count and singles_done == len(rollouts) * count:
+        if count and singles_done == len(columns[0]) * count:
             # Every call was made (no cache hits): each column is a stride of the values.
             for k in range(count):
                 column = values[k:singles_done:count]

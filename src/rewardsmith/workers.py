@@ -13,6 +13,7 @@ limit counts from when the call starts, not from when it was queued. Work is sen
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -21,14 +22,14 @@ import queue
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 import cloudpickle
 
-__all__ = ["BatchResult", "CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK", "ERROR", "TIMEOUT",
+__all__ = ["gc_paused", "BatchResult", "CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK", "ERROR", "TIMEOUT",
            "default_worker_count", "format_exception"]
 
 OK, ERROR, TIMEOUT = 0, 1, 2
@@ -44,6 +45,34 @@ class CallTimeout(Exception):
 
 class WorkerDied(Exception):
     """A worker process exited while running a call (a crash in native code, os._exit, OOM)."""
+
+
+_gc_lock = threading.Lock()
+_gc_depth = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a batch allocates many small objects.
+
+    Scoring a batch builds thousands of dicts and records that form no reference cycles; the
+    collector's repeated passes over them cost about a tenth of the time. Collection resumes
+    (and catches up) as soon as the outermost pause ends; nested and concurrent pauses nest.
+    """
+    global _gc_depth, _gc_was_enabled
+    with _gc_lock:
+        if _gc_depth == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_depth += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_depth -= 1
+            if _gc_depth == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def default_worker_count() -> int:
@@ -70,45 +99,52 @@ def format_exception(exc: BaseException) -> str:
 
 def _worker_main(conn: multiprocessing.connection.Connection, slot: Any) -> None:
     programs: dict[str, Callable[[Any, Any], Any]] = {}
-    clock = time.monotonic
     # A memoryview writes to shared memory several times faster than ctypes item assignment,
     # and this runs twice per call.
-    view = memoryview(slot).cast("B").cast("d")
+    view: Any = memoryview(slot).cast("B").cast("d")
     while True:
         try:
-            message = pickle.loads(conn.recv_bytes())
+            raw = conn.recv_bytes()
         except (EOFError, OSError):
             return
-        kind = message[0]
-        if kind == "stop":
-            return
-        if kind == "register":
-            _, key, blob = message
-            try:
-                programs[key] = cloudpickle.loads(blob)
-                conn.send_bytes(pickle.dumps(("registered", key, None)))
-            except BaseException as exc:  # noqa: BLE001 - reported to the parent
-                conn.send_bytes(pickle.dumps(("registered", key, format_exception(exc))))
-            continue
-        _, key, shared, items = message
-        program = programs[key]
-        values: list[Any] = []
-        failures: dict[int, Outcome] = {}
-        append = values.append
-        for index, item in enumerate(items):
-            view[_SLOT_INDEX] = index
-            view[_SLOT_START] = clock()
-            try:
-                append(program(item, shared))
-            except BaseException as exc:  # noqa: BLE001 - a failure is data
-                append(None)
-                failures[index] = (ERROR, format_exception(exc))
-            view[_SLOT_START] = 0.0
+        with gc_paused():
+            message = pickle.loads(raw)
+            kind = message[0]
+            if kind == "stop":
+                return
+            if kind == "register":
+                _, key, blob = message
+                try:
+                    programs[key] = cloudpickle.loads(blob)
+                    reply = pickle.dumps(("registered", key, None))
+                except BaseException as exc:  # noqa: BLE001 - reported to the parent
+                    reply = pickle.dumps(("registered", key, format_exception(exc)))
+            else:
+                _, key, shared, items = message
+                reply = _run_batch(programs[key], shared, items, view)
+            del message, raw
+        conn.send_bytes(reply)
+
+
+def _run_batch(program: Callable[[Any, Any], Any], shared: Any, items: Sequence[Any],
+               view: Any) -> bytes:
+    clock = time.monotonic
+    values: list[Any] = []
+    failures: dict[int, Outcome] = {}
+    append = values.append
+    for index, item in enumerate(items):
+        view[_SLOT_INDEX] = index
+        view[_SLOT_START] = clock()
         try:
-            payload = pickle.dumps(("done", values, failures), protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:  # noqa: BLE001 - an unpicklable result is that call's error
-            payload = pickle.dumps(("done", *_picklable(values, failures, exc)))
-        conn.send_bytes(payload)
+            append(program(item, shared))
+        except BaseException as exc:  # noqa: BLE001 - a failure is data
+            append(None)
+            failures[index] = (ERROR, format_exception(exc))
+        view[_SLOT_START] = 0.0
+    try:
+        return pickle.dumps(("done", values, failures), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:  # noqa: BLE001 - an unpicklable result is that call's error
+        return pickle.dumps(("done", *_picklable(values, failures, exc)))
 
 
 def _picklable(values: list[Any], failures: dict[int, Outcome],
