@@ -54,11 +54,14 @@ def render_summary(summary: RunSummary, console: Console) -> None:
     elif checks:
         console.print(f"advantages: equal-reward groups get exactly 0 under "
                       f"{', '.join(checks)}")
-    usage = summary.extra.get("usage") or {}
-    for key, numbers in usage.items():
-        shown = ", ".join(f"{k} {v:g}" if isinstance(v, (int, float)) else f"{k} {v}"
-                          for k, v in numbers.items())
-        console.print(f"judge {key}: {shown}", markup=False)
+    for name, u in (summary.extra.get("usage") or {}).items():
+        line = (f"{name}: {u.get('calls', 0):.0f} calls ({u.get('failed', 0):.0f} failed, "
+                f"{u.get('retries', 0):.0f} retries), {u.get('replayed', 0):.0f} grades "
+                f"replayed, {u.get('shared', 0):.0f} shared, tokens {u.get('tokens_in', 0):.0f} "
+                f"in / {u.get('tokens_out', 0):.0f} out, cost ${u.get('cost', 0):.4f}")
+        if u.get("budget_exhausted"):
+            line += f" [yellow]budget spent: {u.get('unscored', 0):.0f} grades unscored[/]"
+        console.print(line)
     console.print(
         f"{summary.seconds:.2f} s, {summary.rollouts_per_second:,.0f} rollouts/s", style="dim"
     )

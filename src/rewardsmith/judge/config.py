@@ -1,0 +1,197 @@
+"""The judge's configuration: one pydantic model for YAML and Python alike."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..errors import ConfigError
+
+__all__ = ["Budget", "Criterion", "JudgeConfig", "DEFAULT_STORE", "config_error_message"]
+
+DEFAULT_STORE = "rewardsmith.db"  # in the current directory, when neither config nor run names one
+
+
+class Criterion(BaseModel):
+    """One thing the judge grades, with the range its number must fall in."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str
+    description: str = Field(min_length=1)
+    range: tuple[float, float] = (0.0, 1.0)
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        # Each criterion becomes a rubric component, and rubric formulas name components.
+        if not value.isidentifier():
+            raise ValueError(f"criterion name {value!r} must be a valid identifier "
+                             f"(letters, digits and _, not starting with a digit)")
+        return value
+
+    @field_validator("range")
+    @classmethod
+    def _ordered(cls, value: tuple[float, float]) -> tuple[float, float]:
+        low, high = value
+        if not (math.isfinite(low) and math.isfinite(high)) or low >= high:
+            raise ValueError(f"range must be [low, high] with finite low < high, not {list(value)}")
+        return value
+
+    def spec(self) -> tuple[str, str, float, float]:
+        """What identifies this criterion's grade (part of every record key)."""
+        return (self.name, self.description, self.range[0], self.range[1])
+
+
+class _CriterionBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    description: str = Field(min_length=1)
+    range: tuple[float, float] = (0.0, 1.0)
+
+
+class Budget(BaseModel):
+    """What one run may spend on the judge; calling stops cleanly at the first limit reached."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_calls: int | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=0)
+    max_cost: float | None = Field(default=None, ge=0)
+
+
+ResponseFormat = Literal["json_schema", "json_object", "none"]
+
+
+class JudgeConfig(BaseModel):
+    """How to reach the judge model, what to ask it, and how hard to try.
+
+    ``criteria`` maps a name to a description, or to ``{description, range}``; it is kept as a
+    list of ``Criterion`` after validation. ``api_key_env`` names the environment variable that
+    holds the key: the key itself is read when the judge first connects and is never stored.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
+    template: str = Field(min_length=1)
+    system: str | None = None
+    criteria: tuple[Criterion, ...]
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    seed: int | None = None
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    response_format: ResponseFormat = "json_schema"
+    allow_alias: bool = False
+    max_concurrency: int = Field(default=16, ge=1, le=4096)
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+    timeout: float = Field(default=30.0, gt=0)
+    retries: int = Field(default=4, ge=0, le=100)
+    retry_backoff: float = Field(default=0.5, ge=0)
+    max_retry_wait: float = Field(default=60.0, gt=0)
+    price_per_million_input: float = Field(default=0.0, ge=0)
+    price_per_million_output: float = Field(default=0.0, ge=0)
+    budget: Budget = Field(default_factory=Budget)
+    store: str | None = None
+
+    @field_validator("criteria", mode="before")
+    @classmethod
+    def _criteria(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            if not value:
+                raise ValueError("needs at least one criterion")
+            out: list[Any] = []
+            for name, body in value.items():
+                if isinstance(body, Criterion):
+                    out.append(body)
+                elif isinstance(body, str):
+                    out.append({"name": str(name), "description": body})
+                elif isinstance(body, Mapping):
+                    parsed = _CriterionBody.model_validate(body)
+                    out.append({"name": str(name), "description": parsed.description,
+                                "range": parsed.range})
+                else:
+                    raise ValueError(f"criterion {name!r}: expected a description or "
+                                     f"{{description, range}}, got {type(body).__name__}")
+            return out
+        return value
+
+    @field_validator("criteria")
+    @classmethod
+    def _unique(cls, value: tuple[Criterion, ...]) -> tuple[Criterion, ...]:
+        if not value:
+            raise ValueError("needs at least one criterion")
+        names = [c.name for c in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate criterion names in {names}")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(f"must be an http(s) URL such as http://127.0.0.1:8000/v1, "
+                             f"not {value!r}")
+        return value.rstrip("/")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        # A common slip is pasting the key itself here: refuse it without echoing it.
+        if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+            raise ValueError("must be the NAME of an environment variable (such as "
+                             "OPENAI_API_KEY), not the key itself")
+        return value
+
+    @model_validator(mode="after")
+    def _finite_prices(self) -> JudgeConfig:
+        for name in ("price_per_million_input", "price_per_million_output", "timeout"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be finite")
+        return self
+
+    @property
+    def criterion_names(self) -> list[str]:
+        return [c.name for c in self.criteria]
+
+    def sampling(self) -> dict[str, Any]:
+        """Sampling parameters sent with every request (and part of every record key)."""
+        params: dict[str, Any] = {"temperature": self.temperature}
+        for key in ("top_p", "max_tokens", "seed"):
+            value = getattr(self, key)
+            if value is not None:
+                params[key] = value
+        return params
+
+    @classmethod
+    def parse(cls, data: Any, *, where: str = "judge") -> JudgeConfig:
+        """Validate a mapping (from YAML) into a config; errors name the key and ``where``."""
+        if isinstance(data, JudgeConfig):
+            return data
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}: expected a mapping with base_url, model, template and "
+                              f"criteria, got {type(data).__name__}")
+        try:
+            return cls.model_validate(dict(data))
+        except ValidationError as exc:
+            raise ConfigError(config_error_message(exc, where)) from None
+
+
+def config_error_message(exc: ValidationError, where: str) -> str:
+    lines = []
+    for error in exc.errors():
+        key = ".".join(str(p) for p in error["loc"])
+        if error["type"] == "extra_forbidden":
+            lines.append(f"{where}: unknown key {key!r}")
+        elif error["type"] == "missing":
+            lines.append(f"{where}: missing key {key!r}")
+        else:
+            message = str(error["msg"]).removeprefix("Value error, ")
+            lines.append(f"{where}.{key}: {message}" if key else f"{where}: {message}")
+    return "\n".join(lines)
+
