@@ -27,6 +27,7 @@ from .errors import (
     StoreError,
 )
 from .io import read_rollouts, read_scores, rollout_from_dict, write_scores
+from .judge import Judge, JudgeConfig
 from .loading import load_reward
 from .mathcheck import MathVerdict, math_equal, math_equal_async
 from .quantize import quantize
@@ -46,6 +47,8 @@ __all__ = [
     "ConfigError",
     "Engine",
     "InputError",
+    "Judge",
+    "JudgeConfig",
     "JudgeError",
     "LoadError",
     "MathVerdict",
