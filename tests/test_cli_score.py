@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,8 +19,11 @@ FIXTURES = Path(__file__).parent / "fixtures" / "user_rewards.py"
 
 def run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
         timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    # Never in the repository: `score` keeps its store (rewardsmith.db) in the working folder.
+    folder = cwd or Path(tempfile.mkdtemp(prefix="rewardsmith-cli-"))
     return subprocess.run([sys.executable, "-m", "rewardsmith", *args], capture_output=True,
-                          text=True, cwd=cwd, env={**os.environ, **(env or {})}, timeout=timeout)
+                          text=True, cwd=folder, env={**os.environ, **(env or {})},
+                          timeout=timeout)
 
 
 def write_rollouts(path: Path, records: list[object]) -> Path:
@@ -149,3 +153,24 @@ def test_exports_are_exactly_all() -> None:
     public = {name for name in dir(rewardsmith) if not name.startswith("_")}
     modules = {name for name in public if type(getattr(rewardsmith, name)).__name__ == "module"}
     assert public - modules == set(rewardsmith.__all__) - {"__version__"}
+
+
+def test_score_checks_trainer_advantages(tmp_path: Path) -> None:
+    rollouts = write_rollouts(tmp_path / "r.jsonl", [
+        {"prompt": "q", "completion": "#### 4", "answer": "4"} for _ in range(16)])
+    rubric = tmp_path / "rubric.yaml"
+    rubric.write_text("components:\n  format: {reward: marker, weight: 0.3}\n", encoding="utf-8")
+    result = run("score", str(rollouts), "--rubric", str(rubric), "-o", str(tmp_path / "o"),
+                 "--trainer", "verl")
+    assert result.returncode == 0, result.stderr
+    assert "non-zero advantages under verl" in result.stderr and "quantize" in result.stderr
+    lines = [json.loads(line) for line in (tmp_path / "o").read_text().splitlines()]
+    assert all(line["advantage"] == 0.0 for line in lines)  # ours are exact
+    rubric.write_text("components:\n  format: {reward: marker, weight: 0.3}\n"
+                      "quantize: 0.0009765625\n", encoding="utf-8")
+    fixed = run("score", str(rollouts), "--rubric", str(rubric), "-o", str(tmp_path / "o"),
+                "--json")
+    checks = json.loads(fixed.stderr)["advantages"]
+    assert set(checks) >= {"verl", "trl", "openrlhf"}
+    assert all(c["broken_groups"] == 0 for c in checks.values())
+    assert run("score", str(rollouts), "--rubric", str(rubric), "--trainer", "nope").returncode == 2

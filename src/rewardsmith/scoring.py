@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from .advantages import apply_advantages, check_advantages, trainer_names
 from .engine import Engine, ResultCache
-from .io import OnBadLine, RolloutReader, group_rollouts, score_line
+from .errors import InputError
+from .io import OnBadLine, group_rollouts, score_line
+from .recording import start_recording
 from .rubric import Rubric
+from .store import Store
 from .summary import RunSummary, SummaryBuilder
+from .tabular import read_rollouts_any
 from .types import Rollout, Score
 
 __all__ = ["ScoreJob", "ScoreResult"]
@@ -25,7 +30,7 @@ class ScoreResult:
 
 @dataclass
 class ScoreJob:
-    """Score a JSONL file of rollouts with a rubric; write scored JSONL; summarize.
+    """Score a JSONL (or Parquet) file of rollouts with a rubric; write scored JSONL; summarize.
 
     Every line is read before the first rollout is scored, so a bad line (with
     ``on_bad_line="fail"``) stops the job before anything is spent.
@@ -39,11 +44,18 @@ class ScoreJob:
     store_path: str | None = None
     keep_scores: bool = True
     post_process: Callable[[list[Score]], None] | None = None  # e.g. fill advantages per group
+    # Record the run, its rollouts and every component's result here (a path is opened and
+    # closed by the job); results already there are reused instead of computed.
+    store: Store | str | Path | None = None
+    # The advantage column: our exact group advantages (``method`` of rewardsmith.advantages),
+    # and the trainer whose float32 arithmetic is checked at the end (None: every trainer).
+    advantage_method: str = "grpo"
+    trainer: str | None = None
 
     def read(self, path: str | Path) -> tuple[list[Rollout], list[str]]:
-        reader = RolloutReader(str(path), self.on_bad_line)
-        rollouts = list(reader.read(path))
-        return rollouts, [str(e) for e in reader.bad_lines]
+        bad: list[InputError] = []
+        rollouts = read_rollouts_any(path, on_bad_line=self.on_bad_line, bad_lines=bad)
+        return rollouts, [str(e) for e in bad]
 
     def run(
         self,
@@ -53,7 +65,8 @@ class ScoreJob:
         progress: Callable[[int, int], None] | None = None,
     ) -> ScoreResult:
         rollouts, bad_lines = self.read(source)
-        return self.run_rollouts(rollouts, output, progress=progress, bad_lines=bad_lines)
+        return self.run_rollouts(rollouts, output, progress=progress, bad_lines=bad_lines,
+                                 source=str(source))
 
     def run_rollouts(
         self,
@@ -62,7 +75,12 @@ class ScoreJob:
         *,
         progress: Callable[[int, int], None] | None = None,
         bad_lines: Sequence[str] = (),
+        source: str = "",
     ) -> ScoreResult:
+        if isinstance(self.store, (str, Path)):
+            with Store(self.store) as opened:
+                return replace(self, store=opened).run_rollouts(
+                    rollouts, output, progress=progress, bad_lines=bad_lines, source=source)
         started = time.perf_counter()
         groups = group_rollouts(rollouts)
         # Write as groups finish when the file is grouped already; else keep input order.
@@ -70,14 +88,24 @@ class ScoreJob:
         builder = SummaryBuilder(self.rubric.names, rubric_name=self.rubric.name,
                                  rubric_id=self.rubric.id)
         kept: list[Score] = []
+        checked: list[Score] = []
         done = 0
+        store = self.store
         with Engine(self.rubric, workers=self.workers, max_concurrency=self.max_concurrency,
-                    cache=self.cache, store_path=self.store_path) as engine:
+                    cache=store or self.cache,
+                    store_path=store.path if store else self.store_path) as engine:
             engine.check()  # judges and other evaluators fail here, before any scoring
-            for scores in engine.stream(groups, coalesce=True):
+            recorder = start_recording(store, self.rubric, rollouts, source=source) \
+                if store else None
+            scored = engine.stream(recorder.keyed(groups) if recorder else groups, coalesce=True)
+            for group, scores in zip(groups, scored, strict=True):
+                if recorder is not None:
+                    recorder.add_group(group, scores)
+                apply_advantages(scores, method=self.advantage_method)
                 if self.post_process is not None:
                     self.post_process(scores)
                 builder.add_group(scores)
+                checked.extend(scores)
                 if output is not None and contiguous:
                     output.write("".join(score_line(s) + "\n" for s in scores))
                 if self.keep_scores or not contiguous:
@@ -103,4 +131,23 @@ class ScoreJob:
             output.flush()
         summary = builder.build(seconds=time.perf_counter() - started, bad_lines=bad_lines)
         summary.extra.update(extra)
+        summary.extra["advantages"] = self._check_trainers(checked)
+        if recorder is not None:
+            summary.extra["run"] = recorder.run_id
+            recorder.finish(summary.to_dict())
         return ScoreResult(summary, kept if self.keep_scores else [])
+
+    def _check_trainers(self, scores: Sequence[Score]) -> dict[str, Any]:
+        """What each trainer's own float32 arithmetic would make of these rewards."""
+        rewards = [s.reward for s in scores]
+        groups = [s.group for s in scores]
+        ids = [s.id for s in scores]
+        trainers = [self.trainer] if self.trainer else [
+            t for t in trainer_names() if t != "rewardsmith"]
+        out: dict[str, Any] = {}
+        for trainer in trainers:
+            report = check_advantages(rewards, groups, trainer=trainer, ids=ids).to_dict()
+            out[trainer] = {key: report[key] for key in (
+                "broken_groups", "worst_magnitude", "zero_variance_groups", "on_exact_grid",
+                "suggested_step", "example") if key in report}
+        return out

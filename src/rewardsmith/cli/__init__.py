@@ -4,7 +4,9 @@ build the library object, call one method, map errors to a message and an exit s
 from __future__ import annotations
 
 from . import advantages_cmd as _advantages_cmd  # noqa: F401
+from . import diff_cmd as _diff_cmd  # noqa: F401
 from . import list_cmd as _list_cmd  # noqa: F401
+from . import rescore_cmd as _rescore_cmd  # noqa: F401
 from . import score_cmd as _score_cmd  # noqa: F401
 from . import serve_cmd as _serve_cmd  # noqa: F401
 from . import test_cmd as _test_cmd  # noqa: F401

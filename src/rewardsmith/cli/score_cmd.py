@@ -16,6 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 from ..rubric import Rubric
 from ..scoring import ScoreJob, ScoreResult
+from ..store import DEFAULT_STORE_PATH
+from ..tabular import is_parquet, write_scores_any
 from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors
 from .render import render_summary
 
@@ -34,17 +36,16 @@ def load_rubric(rubric: Path | None, reward: str | None, params: list[str] | Non
 
 
 def parse_params(items: list[str]) -> dict[str, object]:
-    """``k=v`` pairs; values are read as YAML scalars (numbers, booleans, strings)."""
-    import yaml
-
+    """``k=v`` pairs; a value that is JSON (a number, true/false, null, a list) is read as JSON,
+    anything else is kept as text (so ``marker=####`` stays ``"####"``)."""
     params: dict[str, object] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise fail(f"--param {item!r}: expected key=value")
         try:
-            params[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
+            params[key.strip()] = json.loads(value)
+        except ValueError:
             params[key.strip()] = value
     return params
 
@@ -75,13 +76,18 @@ def run_score_job(job: ScoreJob, rollouts: Path, output: IO[str] | None,
 @app.command("score")
 @handle_errors
 def score(
-    rollouts: Path = typer.Argument(..., help="Rollout JSONL (one object a line).",
-                                    dir_okay=False),
+    rollouts: Path = typer.Argument(..., help="Rollout JSONL (one object a line), or "
+                                    "Parquet (.parquet).", dir_okay=False),
     rubric: Path | None = typer.Option(None, "--rubric", "-r", help="Rubric YAML file."),
     reward: str | None = typer.Option(None, "--reward", help="Score with one reward instead "
                                       "of a rubric (built-in name or import path)."),
     param: list[str] | None = typer.Option(None, "--param", "-p", help="k=v for --reward."),
-    output: str = typer.Option("-", "--output", "-o", help="Scored JSONL path; '-' is stdout."),
+    output: str = typer.Option("-", "--output", "-o", help="Scored JSONL path, a .parquet "
+                               "path, or '-' for stdout."),
+    store: Path = typer.Option(Path(DEFAULT_STORE_PATH), "--store",
+                               help="Record the rollouts and each component's result in this "
+                               "SQLite file (reused by reruns and 'rewardsmith rescore')."),
+    no_store: bool = typer.Option(False, "--no-store", help="Record nothing."),
     on_bad_line: str = typer.Option("fail", "--on-bad-line",
                                     help="'fail' stops at the first unreadable line; 'skip' "
                                     "reports it and goes on."),
@@ -93,6 +99,11 @@ def score(
     max_error_rate: float = typer.Option(0.01, "--max-error-rate", min=0.0, max=1.0,
                                          help="Exit 1 when more than this fraction of "
                                          "rollouts errored or timed out."),
+    trainer: str | None = typer.Option(None, "--trainer", "-t",
+                                       help="Check advantages under this trainer's float32 "
+                                       "arithmetic (default: every trainer rewardsmith emulates)."),
+    advantage: str = typer.Option("grpo", "--advantage",
+                                  help="The advantage column: grpo, dr_grpo or rloo."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no summary."),
 ) -> None:
@@ -104,9 +115,14 @@ def score(
         raise fail(f"--on-bad-line must be 'fail' or 'skip', not {on_bad_line!r}")
     chosen = load_rubric(rubric, reward, param)
     job = ScoreJob(chosen, workers=workers, max_concurrency=max_concurrency,
-                   on_bad_line=on_bad_line, keep_scores=False)  # type: ignore[arg-type]
+                   on_bad_line=on_bad_line, keep_scores=is_parquet(output),  # type: ignore[arg-type]
+                   trainer=_trainer_name(trainer), advantage_method=_method_name(advantage),
+                   store=None if no_store else str(store))
     show_progress = not quiet and err_console.is_terminal
-    if output == "-":
+    if is_parquet(output):
+        result = run_score_job(job, rollouts, None, show_progress)
+        write_scores_any(output, result.scores)
+    elif output == "-":
         result = run_score_job(job, rollouts, sys.stdout, show_progress)
     else:
         try:
@@ -122,6 +138,20 @@ def score(
             f"out ({result.summary.error_rate:.1%} > --max-error-rate {max_error_rate:.1%})[/]"
         )
         raise typer.Exit(EXIT_FAILED)
+
+
+def _trainer_name(name: str | None) -> str | None:
+    from ..advantages import trainer_names
+
+    if name is not None and name not in trainer_names():
+        raise fail(f"--trainer {name!r}: choose one of {', '.join(trainer_names())}")
+    return name
+
+
+def _method_name(name: str) -> str:
+    if name not in ("grpo", "dr_grpo", "rloo"):
+        raise fail(f"--advantage {name!r}: choose grpo, dr_grpo or rloo")
+    return name
 
 
 def _report(result: ScoreResult, *, as_json: bool, quiet: bool, target: Console) -> None:
@@ -147,7 +177,8 @@ def demo(
             resources.as_file(data / "demo_rollouts.jsonl") as rollouts_path:
         console.print(f"[bold]rewardsmith demo[/]: scoring {rollouts_path.name} with "
                       f"{rubric_path.name}\n")
-        console.print(rubric_path.read_text(encoding="utf-8"), markup=False, highlight=False)
+        console.print(rubric_path.read_text(encoding="utf-8"), markup=False, highlight=False,
+                      soft_wrap=True)
         job = ScoreJob(Rubric.from_yaml(rubric_path), workers=workers)
         handle = open(output, "w", encoding="utf-8") if output else None  # noqa: SIM115
         try:
@@ -158,4 +189,4 @@ def demo(
     render_summary(result.summary, console)
     console.print("\nfirst scored rollouts:")
     for score_ in result.scores[:4]:
-        console.print(json.dumps(score_.to_dict()), markup=False, highlight=False)
+        console.print(json.dumps(score_.to_dict()), markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,524 @@
+"""The result store: rollouts, runs and component results, keyed by content, in one SQLite file.
+
+A component's result for a rollout depends only on the component's identity (code, params,
+timeout) and the rollout's content, so it is stored under that pair and reused by any later run
+that asks the same question: a restart after ``kill -9``, a second run, or a rescore with a new
+rubric. The file is SQLite in WAL mode: several processes may read and write it at once, every
+write is one transaction (a crash loses at most the batch in flight, never the file), and the
+judge's call ledger may live in the same file under its own ``judge_`` tables.
+
+Tables (all ``store_``):
+
+- ``store_items``: content key -> a small integer, and the rollout's content when known
+- ``store_components``: component identity -> a small integer
+- ``store_results``: (component, item) -> value, status, error, metrics
+- ``store_runs``: one row per score, rescore or import run, with its rubric and summary
+- ``store_members``: which items a run holds, in the order of its input file, with id and group
+
+Results are keyed by integers, not by the 32-character keys: a run's rollouts get consecutive
+numbers, so its results are appended instead of scattered over the file (a batch's commit then
+writes a few pages, not one page per result).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import StoreError
+from .types import ComponentResult, Rollout, Status, content_hash, stable_json
+
+__all__ = [
+    "DEFAULT_STORE_PATH",
+    "Members",
+    "RunInfo",
+    "Store",
+    "StoredCell",
+    "group_result_keys",
+]
+
+DEFAULT_STORE_PATH = "rewardsmith.db"
+SCHEMA_VERSION = 1
+_CHUNK = 900  # keys per IN (...) query: well under SQLite's variable limit
+_ITEM_CACHE = 2_000_000  # item numbers kept in memory (about 100 bytes each)
+_STATUS_CODES = (Status.OK, Status.ERROR, Status.TIMEOUT, Status.MASKED)
+_CODE_OF = {status: code for code, status in enumerate(_STATUS_CODES)}
+_REUSABLE = (Status.OK, Status.MASKED)  # failures are retried next time, never replayed
+
+# A stored result as the fast path wants it: a bare float is an ok result without metrics.
+StoredCell = float | ComponentResult
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS store_meta (
+    key TEXT PRIMARY KEY, value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS store_items (
+    id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, data TEXT
+);
+CREATE TABLE IF NOT EXISTS store_components (
+    id INTEGER PRIMARY KEY, identity TEXT NOT NULL UNIQUE
+);
+CREATE TABLE IF NOT EXISTS store_runs (
+    id TEXT PRIMARY KEY, kind TEXT NOT NULL, created REAL NOT NULL, finished REAL,
+    status TEXT NOT NULL, rubric_name TEXT NOT NULL, rubric_id TEXT NOT NULL,
+    source TEXT NOT NULL, parent TEXT, members TEXT NOT NULL, size INTEGER NOT NULL,
+    components TEXT NOT NULL, summary TEXT
+);
+CREATE TABLE IF NOT EXISTS store_members (
+    run TEXT NOT NULL, position INTEGER NOT NULL, id TEXT NOT NULL, grp TEXT NOT NULL,
+    item INTEGER NOT NULL, PRIMARY KEY (run, position)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS store_results (
+    component INTEGER NOT NULL, item INTEGER NOT NULL, value REAL, status INTEGER NOT NULL,
+    error TEXT, metrics TEXT, recorded REAL NOT NULL, PRIMARY KEY (component, item)
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One recorded run. ``members`` names the run whose rollout list it shares (itself for a
+    score or import run; the source run for a rescore)."""
+
+    id: str
+    kind: str
+    created: float
+    finished: float | None
+    status: str
+    rubric_name: str
+    rubric_id: str
+    source: str
+    parent: str | None
+    members: str
+    size: int
+    components: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Members:
+    """A run's rollouts in input order, without their content: ids, groups, content keys and
+    item numbers. ``run`` is the run that owns the list."""
+
+    run: str
+    ids: list[str]
+    groups: list[str]
+    keys: list[str]
+    items: list[int]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+def group_result_keys(keys: Sequence[str]) -> list[str]:
+    """Keys for a group reward's results: its value for a rollout depends on the whole group
+    (contents and order), so the key names the group's content and the rollout's place in it."""
+    digest = content_hash(list(keys), length=24)
+    return [f"g{digest}:{index}" for index in range(len(keys))]
+
+
+def _cell(value: float | None, code: int, error: str | None, metrics: str | None) -> StoredCell:
+    if code == 0 and error is None and metrics is None and value is not None:
+        return float(value)
+    return ComponentResult(
+        None if value is None else float(value),
+        _STATUS_CODES[code],
+        error,
+        json.loads(metrics) if metrics else {},
+    )
+
+
+def _as_result(cell: StoredCell) -> ComponentResult:
+    return ComponentResult(cell) if isinstance(cell, float) else cell
+
+
+def _new_run_id(kind: str) -> str:
+    return f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
+
+
+class Store:
+    """A result store in one SQLite file (created when missing). Safe to share between threads
+    and processes; use as a context manager or call ``close()``.
+
+    It is the engine's ``ResultCache``: ``lookup`` and ``record`` by component identity and
+    rollout content key. Only ``ok`` and ``masked`` results are kept: an error or a timeout is
+    tried again next time.
+    """
+
+    def __init__(self, path: str | Path = DEFAULT_STORE_PATH, *, timeout: float = 60.0):
+        self.path = str(path)
+        self._lock = threading.RLock()
+        self._component_ids: dict[str, int] = {}  # identity -> number (numbers never change)
+        self._item_ids: dict[str, int] = {}  # key -> number, for the runs begun here
+        parent = Path(self.path).resolve().parent
+        if not parent.is_dir():
+            raise StoreError(f"cannot open store {self.path!r}: directory {str(parent)!r} "
+                             f"does not exist")
+        try:
+            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
+                                       check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open store {self.path!r}: {exc}") from exc
+        try:
+            self._setup(timeout)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _setup(self, timeout: float) -> None:
+        with self._guard("open"):
+            self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"store {self.path!r}: cannot use WAL mode (got {mode!r}); "
+                                 f"is it on a network file system?")
+            # In WAL mode, NORMAL survives a killed process (only power loss can drop the
+            # last transactions), and it keeps each commit cheap.
+            self._db.execute("PRAGMA synchronous = NORMAL")
+            with self._write():
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+                row = self._db.execute(
+                    "SELECT value FROM store_meta WHERE key = 'schema'").fetchone()
+                if row is None:
+                    self._db.execute("INSERT INTO store_meta VALUES ('schema', ?)",
+                                     (str(SCHEMA_VERSION),))
+                elif int(row[0]) > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"store {self.path!r} was written by a newer rewardsmith (schema "
+                        f"{row[0]}; this version reads {SCHEMA_VERSION}): upgrade rewardsmith")
+
+    # ------------------------------------------------------------ plumbing
+
+    @contextmanager
+    def _guard(self, what: str) -> Iterator[None]:
+        with self._lock:
+            try:
+                yield
+            except sqlite3.DatabaseError as exc:
+                message = str(exc)
+                if "not a database" in message or "malformed" in message:
+                    raise StoreError(f"{self.path!r} is not a readable rewardsmith store "
+                                     f"({message})") from exc
+                raise StoreError(f"store {self.path!r}: {what} failed: {message}") from exc
+
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        # IMMEDIATE takes the write lock up front, so a busy file makes us wait (busy_timeout)
+        # instead of failing when a read transaction would later need to become a write.
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            self._component_ids.clear()  # numbers given in this transaction are void
+            self._item_ids.clear()
+            raise
+        self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ numbering
+
+    def _component(self, identity: str, *, create: bool) -> int | None:
+        number = self._component_ids.get(identity)
+        if number is None:
+            if create:
+                self._db.execute("INSERT OR IGNORE INTO store_components (identity) VALUES (?)",
+                                 (identity,))
+            row = self._db.execute("SELECT id FROM store_components WHERE identity = ?",
+                                   (identity,)).fetchone()
+            if row is None:
+                return None
+            number = self._component_ids[identity] = int(row[0])
+        return number
+
+    def _items(self, keys: Sequence[str], data: Sequence[str] | None = None) -> dict[str, int]:
+        """Item numbers for ``keys``, numbering new ones in order (inside a write)."""
+        if data is not None:  # content also fills in items first seen by key alone
+            self._db.executemany(
+                "INSERT INTO store_items (key, data) VALUES (?, ?) ON CONFLICT (key) "
+                "DO UPDATE SET data = excluded.data WHERE data IS NULL",
+                zip(keys, data, strict=True))
+            return self._known_items(keys)
+        cached = self._item_ids
+        if all(key in cached for key in keys):  # the rollouts of a run begun here
+            return cached
+        known = self._known_items(keys)
+        new = [key for key in dict.fromkeys(keys) if key not in known]
+        if new:
+            self._db.executemany("INSERT OR IGNORE INTO store_items (key) VALUES (?)",
+                                 ((key,) for key in new))
+            known.update(self._known_items(new))
+        return known
+
+    def _known_items(self, keys: Sequence[str]) -> dict[str, int]:
+        unique = list(dict.fromkeys(keys))
+        found: dict[str, int] = {}
+        for start in range(0, len(unique), _CHUNK):
+            chunk = unique[start:start + _CHUNK]
+            found.update(self._db.execute(
+                f"SELECT key, id FROM store_items WHERE key IN ({','.join('?' * len(chunk))})",
+                chunk))
+        return found
+
+    # ------------------------------------------------------------ results (ResultCache)
+
+    def lookup(self, component_id: str, keys: Sequence[str]) -> dict[str, ComponentResult]:
+        """Stored results of ``component_id`` for whichever of ``keys`` have one."""
+        return {key: _as_result(cell) for key, cell in self.lookup_cells(component_id, keys).items()}
+
+    def lookup_cells(self, component_id: str, keys: Sequence[str]) -> dict[str, StoredCell]:
+        """Like ``lookup``, with ok results without metrics as bare floats (for bulk work)."""
+        unique = list(dict.fromkeys(keys))
+        found: dict[str, StoredCell] = {}
+        with self._guard("lookup"):
+            component = self._component(component_id, create=False)
+            if component is None:
+                return found
+            for start in range(0, len(unique), _CHUNK):
+                chunk = unique[start:start + _CHUNK]
+                rows = self._db.execute(
+                    # CROSS JOIN keeps this order: find the keys, then probe their results
+                    # (left to itself, SQLite may scan every result of the component).
+                    "SELECT i.key, r.value, r.status, r.error, r.metrics FROM store_items i "
+                    "CROSS JOIN store_results r ON r.component = ? AND r.item = i.id "
+                    f"WHERE i.key IN ({','.join('?' * len(chunk))})", (component, *chunk))
+                for key, value, code, error, metrics in rows:
+                    found[key] = _cell(value, code, error, metrics)
+        return found
+
+    def record(self, component_id: str, results: Mapping[str, ComponentResult]) -> None:
+        """Keep ``ok`` and ``masked`` results (one transaction); others are not reused.
+
+        The first result stored for a key stays: a component's identity and a rollout's
+        content fix its value, and a judge's verdict, once paid for, is the one kept."""
+        self._record(component_id, results, None)
+
+    def record_items(self, component_id: str, results: Mapping[int, ComponentResult]) -> None:
+        """Like ``record``, by item number (``Members.items``) instead of content key."""
+        self._record(component_id, None, results)
+
+    def _record(self, component_id: str, by_key: Mapping[str, ComponentResult] | None,
+                by_item: Mapping[int, ComponentResult] | None) -> None:
+        now = time.time()
+        keyed = {k: r for k, r in (by_key or {}).items() if r.status in _REUSABLE}
+        numbered = {i: r for i, r in (by_item or {}).items() if r.status in _REUSABLE}
+        if not keyed and not numbered:
+            return
+        with self._guard("record"), self._write():
+            component = self._component(component_id, create=True)
+            if keyed:
+                items = self._items(list(keyed))
+                numbered.update((items[k], r) for k, r in keyed.items())
+            self._db.executemany(
+                "INSERT OR IGNORE INTO store_results VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(component, item, r.value, _CODE_OF[r.status], r.error,
+                  json.dumps(r.metrics) if r.metrics else None, now)
+                 for item, r in numbered.items()])
+
+    def column(self, component_id: str, members: Members) -> list[StoredCell | None]:
+        """A component's stored results for a run's rollouts, by position (None: not stored):
+        the bulk path of a rescore, with no Python work per missing result."""
+        column: list[StoredCell | None] = [None] * len(members)
+        with self._guard("lookup"):
+            component = self._component(component_id, create=False)
+            if component is None or not members.items:
+                return column
+            stored = self._db.execute("SELECT count(*) FROM store_results WHERE component = ?",
+                                      (component,)).fetchone()[0]
+            if stored <= 4 * len(members):
+                # Reading the component's results in order beats one index probe per rollout.
+                rows = self._db.execute(
+                    "SELECT item, value, status, error, metrics FROM store_results "
+                    "WHERE component = ?", (component,))
+                by_item = {item: value if code == 0 and error is None and metrics is None
+                           and value is not None else _cell(value, code, error, metrics)
+                           for item, value, code, error, metrics in rows}
+                return list(map(by_item.get, members.items))
+            rows = self._db.execute(
+                "SELECT m.position, r.value, r.status, r.error, r.metrics FROM store_members m "
+                "CROSS JOIN store_results r ON r.component = ? AND r.item = m.item "
+                "WHERE m.run = ?",
+                (component, members.run))
+            for position, value, code, error, metrics in rows:
+                column[position] = _cell(value, code, error, metrics)
+        return column
+
+    # ------------------------------------------------------------ rollouts and runs
+
+    def begin_run(
+        self,
+        rollouts: Sequence[Rollout],
+        *,
+        kind: str = "score",
+        rubric_name: str = "",
+        rubric_id: str = "",
+        components: Sequence[Mapping[str, Any]] = (),
+        source: str = "",
+        keys: Sequence[str] | None = None,
+    ) -> str:
+        """Record a new run holding ``rollouts`` (in this order) and their content, in one
+        transaction: after a crash the run is there in full, or not at all."""
+        if keys is None:
+            keys = [r.content_key() for r in rollouts]
+        run_id = _new_run_id(kind)
+        contents = [stable_json([r.prompt, r.completion, r.answer, r.metadata, r.truncated])
+                    for r in rollouts]
+        with self._guard("recording the run"):
+            with self._write():
+                items = self._items(keys, contents)
+                self._db.executemany(
+                    "INSERT INTO store_members VALUES (?, ?, ?, ?, ?)",
+                    ((run_id, i, r.id, r.group, items[key])
+                     for i, (r, key) in enumerate(zip(rollouts, keys, strict=True))))
+                self._insert_run(run_id, kind, rubric_name, rubric_id, source, None, run_id,
+                                 len(rollouts), components)
+            if len(self._item_ids) + len(items) > _ITEM_CACHE:
+                self._item_ids.clear()
+            self._item_ids.update(items)  # the results of this run will need these numbers
+        return run_id
+
+    def begin_derived_run(
+        self,
+        parent: str,
+        *,
+        kind: str = "rescore",
+        rubric_name: str = "",
+        rubric_id: str = "",
+        components: Sequence[Mapping[str, Any]] = (),
+    ) -> str:
+        """Record a new run over the same rollouts as ``parent`` (nothing is copied)."""
+        base = self.get_run(parent)
+        run_id = _new_run_id(kind)
+        with self._guard("recording the run"), self._write():
+            self._insert_run(run_id, kind, rubric_name, rubric_id, base.source, base.id,
+                             base.members, base.size, components)
+        return run_id
+
+    def _insert_run(self, run_id: str, kind: str, rubric_name: str, rubric_id: str, source: str,
+                    parent: str | None, members: str, size: int,
+                    components: Sequence[Mapping[str, Any]]) -> None:
+        self._db.execute(
+            "INSERT INTO store_runs VALUES (?, ?, ?, NULL, 'running', ?, ?, ?, ?, ?, ?, ?, NULL)",
+            (run_id, kind, time.time(), rubric_name, rubric_id, source, parent, members, size,
+             json.dumps([dict(c) for c in components])))
+
+    def finish_run(self, run_id: str, summary: Mapping[str, Any] | None = None) -> None:
+        """Mark a run done and keep its summary (JSON-serializable numbers)."""
+        text = json.dumps(dict(summary), default=str) if summary is not None else None
+        with self._guard("finishing the run"), self._write():
+            self._db.execute(
+                "UPDATE store_runs SET status = 'done', finished = ?, summary = ? WHERE id = ?",
+                (time.time(), text, run_id))
+
+    def runs(self) -> list[RunInfo]:
+        """Every recorded run, oldest first."""
+        with self._guard("listing runs"):
+            rows = self._db.execute(
+                "SELECT * FROM store_runs ORDER BY created, rowid").fetchall()
+        return [_run_info(row) for row in rows]
+
+    def get_run(self, run_id: str | None = None) -> RunInfo:
+        """A run by id (or unique id prefix); ``None`` is the latest run."""
+        with self._guard("reading runs"):
+            if run_id is None:
+                rows = self._db.execute(
+                    "SELECT * FROM store_runs ORDER BY created DESC, rowid DESC LIMIT 1").fetchall()
+                if not rows:
+                    raise StoreError(f"store {self.path!r} holds no runs yet: score rollouts "
+                                     f"with --store {self.path} first, or import scores")
+            else:
+                rows = self._db.execute("SELECT * FROM store_runs WHERE id = ?",
+                                        (run_id,)).fetchall()
+                if not rows:
+                    pattern = (run_id.replace("\\", "\\\\").replace("%", "\\%")
+                               .replace("_", "\\_") + "%")
+                    rows = self._db.execute(
+                        "SELECT * FROM store_runs WHERE id LIKE ? ESCAPE '\\' LIMIT 2",
+                        (pattern,)).fetchall()
+                if len(rows) != 1:
+                    known = ", ".join(r.id for r in self.runs()[-5:]) or "none"
+                    problem = "matches several runs" if rows else "is not in this store"
+                    raise StoreError(f"run {run_id!r} {problem} ({self.path}); "
+                                     f"latest runs: {known}")
+        return _run_info(rows[0])
+
+    def members(self, run_id: str) -> Members:
+        """The run's rollouts in input order: ids, groups, content keys and item numbers."""
+        owner = self.get_run(run_id).members
+        with self._guard("reading the run"):
+            rows = self._db.execute(
+                "SELECT m.id, m.grp, i.key, m.item FROM store_members m "
+                "CROSS JOIN store_items i ON i.id = m.item WHERE m.run = ? ORDER BY m.position",
+                (owner,)).fetchall()
+        if not rows:
+            return Members(owner, [], [], [], [])
+        ids, groups, keys, items = (list(column) for column in zip(*rows, strict=True))
+        return Members(owner, ids, groups, keys, items)
+
+    def load_rollouts(self, run_id: str, positions: Sequence[int] | None = None) -> list[Rollout]:
+        """The run's rollouts with their content (all, or those at ``positions``, in order)."""
+        info = self.get_run(run_id)
+        query = ("SELECT m.position, m.id, m.grp, i.data FROM store_members m "
+                 "CROSS JOIN store_items i ON i.id = m.item WHERE m.run = ?")
+        wanted = None if positions is None else sorted(set(positions))
+        with self._guard("reading rollouts"):
+            if wanted is None or 4 * len(wanted) > info.size:  # most of the run: read it all
+                rows = self._db.execute(query + " ORDER BY m.position", (info.members,)).fetchall()
+                if wanted is not None:
+                    keep = set(wanted)
+                    rows = [row for row in rows if row[0] in keep]
+            else:
+                rows = []
+                for start in range(0, len(wanted), _CHUNK):
+                    chunk = wanted[start:start + _CHUNK]
+                    rows.extend(self._db.execute(
+                        query + f" AND m.position IN ({','.join('?' * len(chunk))})",
+                        (info.members, *chunk)))
+                rows.sort()
+        for _, rollout_id, _, data in rows:
+            if data is None:
+                raise StoreError(f"rollout {rollout_id!r} of run {info.id} has no stored content")
+        # One JSON document for all contents: decoding it is one call, not one per rollout.
+        contents = json.loads("[" + ",".join(row[3] for row in rows) + "]")
+        return [Rollout(rollout_id, group, *content)
+                for (_, rollout_id, group, _), content in zip(rows, contents, strict=True)]
+
+    def rollouts_by_id(self, run_id: str, ids: Sequence[str]) -> dict[str, Rollout]:
+        """Rollouts of a run with the given ids (the first of each id)."""
+        wanted = set(ids)
+        positions: dict[str, int] = {}
+        for position, rollout_id in enumerate(self.members(run_id).ids):
+            if rollout_id in wanted:
+                positions.setdefault(rollout_id, position)
+        return {r.id: r for r in self.load_rollouts(run_id, list(positions.values()))}
+
+
+def _run_info(row: tuple[Any, ...]) -> RunInfo:
+    (run_id, kind, created, finished, status, rubric_name, rubric_id, source, parent, members,
+     size, components, summary) = row
+    return RunInfo(run_id, kind, created, finished, status, rubric_name, rubric_id, source,
+                   parent, members, size, json.loads(components or "[]"),
+                   json.loads(summary) if summary else None)
+
