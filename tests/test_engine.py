@@ -183,3 +183,20 @@ def test_label_errors_are_the_datasets_fault() -> None:
         [score] = engine.score_group(rollouts(["#### 4"], answer=None))
     assert score.status is Status.ERROR
     assert "reference answer is missing" in score.errors["correct"]
+
+
+def test_in_process_failures_never_call_a_reward_twice() -> None:
+    calls: list[str] = []
+
+    def picky(completion: str) -> float:
+        calls.append(completion)
+        if completion == "bad":
+            raise ValueError("bad input")
+        return 1.0
+
+    rubric = Rubric([Component("picky", picky)])
+    with Engine(rubric, workers=0) as engine:
+        scores = engine.score_group(rollouts(["a", "bad", "b", "bad", "c"]))
+    assert calls == ["a", "bad", "b", "bad", "c"]
+    assert [s.status for s in scores] == [Status.OK, Status.ERROR, Status.OK, Status.ERROR,
+                                          Status.OK]

@@ -256,9 +256,6 @@ class Engine:
         with self._lock:
             if self._loop is None:
                 self._loop = _LoopThread()
-            if self._pool is None and self._sync and self.workers > 0:
-                self._pool = WorkerPool(self.workers)
-                self._pool.register(self._program_key, self._program)
             return self._loop
 
     def check(self) -> None:
@@ -284,6 +281,14 @@ class Engine:
             if usage is not None:
                 out[key() if key is not None else type(evaluator).__name__] = dict(usage())
         return out
+
+    def _worker_pool(self) -> WorkerPool:
+        # Started on first use: a batch answered entirely from the cache starts no process.
+        with self._lock:
+            if self._pool is None:
+                self._pool = WorkerPool(self.workers)
+                self._pool.register(self._program_key, self._program)
+            return self._pool
 
     def close(self) -> None:
         """Stop worker processes and the event loop."""
@@ -360,7 +365,7 @@ class Engine:
         loop = self._ensure_started()
         in_flight_limit = max_in_flight or max(2, 2 * max(1, self.workers))
         batches = self._batches(groups) if coalesce else ([list(g)] for g in groups)
-        if self._pool is None and not self._async:
+        if self.workers == 0 and not self._async:
             # Everything runs in this process and nothing awaits: no thread hand-off needed.
             for batch in batches:
                 yield from _now(self._score_groups(batch))
@@ -456,7 +461,7 @@ class Engine:
             results: dict[str, list[Cell]] = {
                 c.name: [None] * len(rollouts) for c in self.rubric.components
             }
-            keys = self._cached(rollouts, results)
+            cached = self._cached(rollouts, results)
         work = []
         if self._sync:
             work.append(self._run_sync(groups, rollouts, results))
@@ -467,8 +472,8 @@ class Engine:
         elif work:
             await asyncio.gather(*work)
         with gc_paused():
-            if self.cache is not None and keys is not None:
-                self._record(keys, results)
+            if cached is not None:
+                self._record(cached, results)
             scores = self._combine(rollouts, [results[name] for name in self.rubric.names])
         out = []
         start = 0
@@ -508,34 +513,48 @@ class Engine:
                                 metrics))
         return scores
 
-    def _cached(self, rollouts: list[Rollout],
-                results: dict[str, list[Cell]]) -> list[str] | None:
+    def _cached(self, rollouts: list[Rollout], results: dict[str, list[Cell]]
+                ) -> tuple[list[str], dict[str, list[int]]] | None:
+        """Fill cells from the cache; return the keys and, per component, the cells to compute."""
         if self.cache is None:
             return None
         keys = [r.content_key() for r in rollouts]
+        missing: dict[str, list[int]] = {}
         for component in self.rubric.components:
             if component.group:
                 continue  # a group reward's value depends on the whole group: never reused alone
             found = self.cache.lookup(component.identity(), keys)
+            column = results[component.name]
             if found:
-                column = results[component.name]
                 for index, key in enumerate(keys):
                     hit = found.get(key)
                     if hit is not None:
-                        column[index] = hit
-        return keys
+                        # A plain ok result becomes a bare float, as if just computed, so the
+                        # batch keeps the fast path.
+                        plain = (hit.status is Status.OK and not hit.metrics
+                                 and type(hit.value) is float)
+                        column[index] = hit.value if plain else hit
+            missing[component.name] = [i for i, cell in enumerate(column) if cell is None]
+        return keys, missing
 
-    def _record(self, keys: list[str], results: dict[str, list[Cell]]) -> None:
+    def _record(self, cached: tuple[list[str], dict[str, list[int]]],
+                results: dict[str, list[Cell]]) -> None:
+        """Store the results computed in this batch (not those that came from the cache)."""
         assert self.cache is not None
+        keys, missing = cached
         for component in self.rubric.components:
-            if component.group:
+            indices = missing.get(component.name)
+            if not indices:
                 continue
-            fresh = {
-                key: _as_result(cell)
-                for key, cell in zip(keys, results[component.name])
-                if cell is not None and (type(cell) is float or cast(ComponentResult, cell).status
-                                         in (Status.OK, Status.MASKED))
-            }
+            column = results[component.name]
+            fresh = {}
+            for index in indices:
+                cell = column[index]
+                if cell is None:
+                    continue
+                if type(cell) is float or cast(ComponentResult, cell).status in (
+                        Status.OK, Status.MASKED):
+                    fresh[keys[index]] = _as_result(cell)
             if fresh:
                 self.cache.record(component.identity(), fresh)
 
@@ -556,7 +575,7 @@ class Engine:
         singles = self._singles
         count = len(singles)
         columns = [results[c.name] for c in singles]
-        if (self._pool is None and not self._sync_groups and count
+        if (self.workers == 0 and not self._sync_groups and count
                 and all(cell is None for column in columns for cell in column)):
             self.calls += len(rollouts) * count
             with gc_paused():
@@ -582,8 +601,9 @@ class Engine:
             return
         self.calls += len(items)
         rows = self._rows(rollouts) if count else []
-        if self._pool is not None:
-            batch = await asyncio.wrap_future(self._pool.run(self._program_key, items, limits, rows))
+        if self.workers > 0:
+            batch = await asyncio.wrap_future(
+                self._worker_pool().run(self._program_key, items, limits, rows))
         else:
             batch = self._run_inline(items, rows)
         with gc_paused():
@@ -634,16 +654,16 @@ class Engine:
                                                 what=f"component {c.name!r}")
                                     for c in self._singles]
         for component, binder, column in zip(self._singles, self._inline_binders, columns):
-            try:
-                values: list[Any] = [binder(r) for r in rollouts]
-            except Exception:  # noqa: BLE001 - redo this column call by call, below
-                values = []
-                for rollout in rollouts:
-                    try:
-                        values.append(binder(rollout))
-                    except Exception as exc:  # noqa: BLE001 - a failure is data
-                        values.append(ComponentResult.failed(Status.ERROR,
-                                                             format_exception(exc)))
+            values: list[Any] = []
+            append = values.append
+            while len(values) < len(rollouts):
+                # One try per run of successful calls, not per call; a failing call is
+                # recorded and the loop resumes right after it (nothing is called twice).
+                try:
+                    for rollout in itertools.islice(rollouts, len(values), None):
+                        append(binder(rollout))
+                except Exception as exc:  # noqa: BLE001 - a failure is data
+                    append(ComponentResult.failed(Status.ERROR, format_exception(exc)))
             if all(type(v) is float for v in values) and math.isfinite(sum(values)):
                 column[:] = values  # plain finite floats: the usual case
                 continue

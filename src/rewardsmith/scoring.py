@@ -11,15 +11,17 @@ from typing import IO, Any
 from .advantages import apply_advantages, check_advantages, trainer_names
 from .engine import Engine, ResultCache
 from .errors import InputError
-from .io import OnBadLine, group_rollouts, score_line
+from .io import OnBadLine, group_rollouts
 from .recording import start_recording
 from .rubric import Rubric
 from .store import Store
 from .summary import RunSummary, SummaryBuilder
-from .tabular import read_rollouts_any
+from .tabular import read_rollouts_any, score_lines
 from .types import Rollout, Score
 
 __all__ = ["ScoreJob", "ScoreResult"]
+
+_FLUSH_ROLLOUTS = 1024  # scores wait at most this many rollouts before they are written
 
 
 @dataclass
@@ -98,21 +100,39 @@ class ScoreJob:
             recorder = start_recording(store, self.rubric, rollouts, source=source) \
                 if store else None
             scored = engine.stream(recorder.keyed(groups) if recorder else groups, coalesce=True)
-            for group, scores in zip(groups, scored, strict=True):
-                if recorder is not None:
-                    recorder.add_group(group, scores)
-                apply_advantages(scores, method=self.advantage_method)
-                if self.post_process is not None:
-                    self.post_process(scores)
-                builder.add_group(scores)
-                checked.extend(scores)
+            waiting: list[tuple[list[Rollout], list[Score]]] = []
+
+            def flush() -> None:
+                nonlocal done
+                # Advantages for many groups in one vectorized call: per group, numpy's
+                # overhead would cost more than the arithmetic.
+                apply_advantages([s for _, scores in waiting for s in scores],
+                                 method=self.advantage_method)
+                for group, scores in waiting:
+                    if recorder is not None:
+                        recorder.add_group(group, scores)
+                    if self.post_process is not None:
+                        self.post_process(scores)
+                    builder.add_group(scores)
+                    checked.extend(scores)
+                    if self.keep_scores or not contiguous:
+                        kept.extend(scores)
+                    done += len(scores)
                 if output is not None and contiguous:
-                    output.write("".join(score_line(s) + "\n" for s in scores))
-                if self.keep_scores or not contiguous:
-                    kept.extend(scores)
-                done += len(scores)
+                    output.write(score_lines(s for _, scores in waiting for s in scores))
+                waiting.clear()
                 if progress is not None:
                     progress(done, len(rollouts))
+
+            pending = 0
+            for group, scores in zip(groups, scored, strict=True):
+                waiting.append((group, scores))
+                pending += len(scores)
+                if pending >= _FLUSH_ROLLOUTS:
+                    flush()
+                    pending = 0
+            if waiting:
+                flush()
             extra: dict[str, Any] = {"reward_calls": engine.calls,
                                      "workers_replaced": engine.workers_replaced}
             usage = engine.usage()
@@ -126,7 +146,7 @@ class ScoreJob:
                 ordered[position[id(rollout)]] = score
             kept = [s for s in ordered if s is not None]
             if output is not None:
-                output.write("".join(score_line(s) + "\n" for s in kept))
+                output.write(score_lines(kept))
         if output is not None:
             output.flush()
         summary = builder.build(seconds=time.perf_counter() - started, bad_lines=bad_lines)

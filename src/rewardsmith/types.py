@@ -77,17 +77,19 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
+# One encoder, built once: json.dumps with options builds a new one on every call.
+_STABLE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def stable_json(value: Any) -> str:
     """JSON with sorted keys and no spaces: equal values give equal strings (for hashing)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _STABLE.encode(value)
 
 
 def content_hash(*parts: Any, length: int = 16) -> str:
     """A short hex digest of values, stable across processes and runs."""
-    digest = hashlib.blake2b(digest_size=max(8, length // 2 + length % 2))
-    for part in parts:
-        digest.update(stable_json(part).encode("utf-8", "surrogatepass"))
-        digest.update(b"\x1f")
+    digest = hashlib.blake2b(_STABLE.encode(parts).encode("utf-8", "surrogatepass"),
+                             digest_size=max(8, length // 2 + length % 2))
     return digest.hexdigest()[:length]
 
 
