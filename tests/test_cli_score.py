@@ -174,3 +174,14 @@ def test_score_checks_trainer_advantages(tmp_path: Path) -> None:
     assert set(checks) >= {"verl", "trl", "openrlhf"}
     assert all(c["broken_groups"] == 0 for c in checks.values())
     assert run("score", str(rollouts), "--rubric", str(rubric), "--trainer", "nope").returncode == 2
+
+
+def test_readme_documents_every_verb() -> None:
+    import typer
+
+    from rewardsmith.cli import app
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    for verb in typer.main.get_command(app).commands:  # type: ignore[attr-defined]
+        assert f"rewardsmith {verb}" in readme, verb
+    assert "make demo" in readme and "make test" in readme
