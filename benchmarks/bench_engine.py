@@ -87,6 +87,25 @@ def measure(mode: str, count: int, repeat: int) -> dict[str, float]:
     }
 
 
+def _burn(n: int) -> float:
+    started = time.perf_counter()
+    total = 0
+    for i in range(n):
+        total += i * i
+    return time.perf_counter() - started
+
+
+def parallel_ceiling(n: int = 3_000_000) -> float:
+    """How much faster two processes finish two equal pure-Python jobs than one process does
+    one: the most any two-worker engine can gain over a one-process loop on this machine."""
+    import multiprocessing
+
+    alone = min(_burn(n) for _ in range(2))
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        together = min(max(pool.map(_burn, [n, n])) for _ in range(2))
+    return 2 * alone / together
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rollouts", type=int, default=100_000)
@@ -128,6 +147,9 @@ def main() -> None:
             f"| {mode} | {int(r['workers'])} | {r['loop_per_s']:,.0f} | {r['engine_per_s']:,.0f} "
             f"| {r['ratio']:.2f}x | >= {target}x |"
         )
+    ceiling = parallel_ceiling()
+    print(f"\nparallel ceiling of this machine: two processes running pure Python side by side "
+          f"finish {ceiling:.2f}x the work of one in the same time (2.00x on two full cores)")
 
 
 if __name__ == "__main__":

@@ -211,7 +211,7 @@ class Engine:
         *,
         workers: int | None = None,
         max_concurrency: int = 64,
-        batch_rollouts: int = 1024,
+        batch_rollouts: int = 2048,
         cache: ResultCache | None = None,
         store_path: str | None = None,
     ):
@@ -363,7 +363,9 @@ class Engine:
         consecutive groups to a worker at once (for input that is already in memory).
         """
         loop = self._ensure_started()
-        in_flight_limit = max_in_flight or max(2, 2 * max(1, self.workers))
+        # In-memory input keeps more batches queued so no worker waits between two of them.
+        depth = 8 if coalesce else 2
+        in_flight_limit = max_in_flight or max(2, depth * max(1, self.workers))
         batches = self._batches(groups) if coalesce else ([list(g)] for g in groups)
         if self.workers == 0 and not self._async:
             # Everything runs in this process and nothing awaits: no thread hand-off needed.
