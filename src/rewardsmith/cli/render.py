@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -16,9 +17,11 @@ def _num(value: float | None) -> str:
 
 def render_summary(summary: RunSummary, console: Console) -> None:
     table = Table(title=f"rubric {summary.rubric_name} (id {summary.rubric_id})",
-                  title_justify="left")
-    for column in ("component", "mean", "std", "min", "max", "n", "errors", "timeouts", "masked"):
-        table.add_column(column, justify="left" if column == "component" else "right")
+                  title_justify="left", box=box.SIMPLE_HEAD)
+    width = max([len("component")] + [len(c.name) for c in summary.components])
+    table.add_column("component", justify="left", min_width=min(width, 40), overflow="fold")
+    for column in ("mean", "std", "min", "max", "n", "errors", "timeouts", "masked"):
+        table.add_column(column, justify="right")
 
     def row(stats: ComponentStats, *, bold: bool = False) -> None:
         name = f"[bold]{stats.name}[/]" if bold else stats.name
