@@ -13,7 +13,7 @@ not only on the dtype: numpy's pairwise sum of 16 x 0.3 in float32 is exact, tor
   to it one after another;
 * shorter rows take the scalar path: the same four-accumulator scheme over single elements.
 
-``lanes=8`` is AVX2 with float32, the order that reproduces the figures of issue 5 (the mean
+``lanes=8`` is AVX2 with float32, the order that reproduces the published figures for 16 x 0.3 (the mean
 of 16 x 0.3 is one ulp low). On an AVX-512 build (16 lanes) the same mean is exact, and on a
 GPU the order is a tree again: the residue is a property of the machine as much as of the
 reward. Large reductions that torch splits across threads are emulated as one thread.

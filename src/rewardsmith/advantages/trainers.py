@@ -2,7 +2,7 @@
 
 Each emulation repeats the trainer's operations in the trainer's order, in float32 by
 default, with torch's CPU reductions emulated by ``_torchlike`` (AVX2 order). For 16 rewards
-of 0.3 in float32 they give the figures of issue 5:
+of 0.3 in float32 they give these figures:
 
 ============  ==============================================================  ===========
 trainer       formula                                                         16 x 0.3
