@@ -339,14 +339,14 @@ class Engine:
     def score(self, rollouts: Iterable[Rollout]) -> list[Score]:
         """Score rollouts given in any order; scores come back in the same order."""
         items = list(rollouts)
+        runs = _contiguous_groups(items)
+        if runs is not None:  # each group in one run, the usual layout: no reordering needed
+            return [score for scores in self.stream(runs, coalesce=True) for score in scores]
         groups: dict[str, list[int]] = {}
         for index, rollout in enumerate(items):
             groups.setdefault(rollout.group, []).append(index)
         order = list(groups.values())
-        grouped = [[items[i] for i in indices] for indices in order]
-        streamed = self.stream(grouped, coalesce=True)
-        if all(a is b for a, b in zip((r for g in grouped for r in g), items)):
-            return [score for scores in streamed for score in scores]  # already in input order
+        streamed = self.stream(([items[i] for i in indices] for indices in order), coalesce=True)
         out: list[Score | None] = [None] * len(items)
         for indices, scores in zip(order, streamed):
             for index, score in zip(indices, scores):
@@ -750,6 +750,22 @@ class Engine:
         except Exception as exc:  # noqa: BLE001 - a failure is data
             for i in todo:
                 column[offset + i] = ComponentResult.failed(Status.ERROR, format_exception(exc))
+
+
+def _contiguous_groups(items: list[Rollout]) -> list[list[Rollout]] | None:
+    """The groups as slices when each group's rollouts sit together; None otherwise."""
+    runs: list[list[Rollout]] = []
+    seen: set[str] = set()
+    start = 0
+    for index in range(1, len(items) + 1):
+        if index == len(items) or items[index].group != items[start].group:
+            group = items[start].group
+            if group in seen:
+                return None
+            seen.add(group)
+            runs.append(items[start:index])
+            start = index
+    return runs
 
 
 def _now(coroutine: Any) -> Any:
