@@ -118,7 +118,7 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("row", "message"),
     [
-        ("{not json", "s.jsonl:2: not JSON"),
+        ("{not json", "s.jsonl:2: not valid JSON"),
         ('{"id": "x", "reward": 1}', "s.jsonl:2: missing 'group'"),
         ('{"id": "x", "group": "p"}', "s.jsonl:2: missing 'reward'"),
         ('{"id": "x", "group": "p", "reward": "high"}', "s.jsonl:2: 'reward' must be a number"),

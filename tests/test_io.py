@@ -97,3 +97,14 @@ def test_any_object_is_a_rollout_or_a_value_error(data: dict[str, object]) -> No
     except ValueError:
         return
     assert isinstance(rollout.text, str) and isinstance(rollout.group, str)
+
+
+def test_scored_lines_need_an_id_and_a_group(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"id": "1", "group": "g", "reward": 1}\n{"id": "2", "reward": 0}\n',
+                    encoding="utf-8")
+    with pytest.raises(InputError, match=r"s.jsonl:2: missing 'group'"):
+        read_scores(path)
+    path.write_text('{"id": "1", "group": "g", "reward": "high"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"s.jsonl:1: not a scored rollout"):
+        read_scores(path)

@@ -86,8 +86,7 @@ def test_formula_gates_and_quantize() -> None:
     )
     total, status, _, _, _ = rubric.combine(
         {"correct": ok(1.0), "format": ok(1.0), "length": ok(0.0)})
-    assert total == 1.25 or total == 1.0  # 1.2 rounds to the 0.25 grid
-    assert total == 1.25
+    assert total == 1.25  # 1.3 clamped to 1.2, then rounded to the 0.25 grid
     total, _, _, _, _ = rubric.combine({"correct": ok(0.0), "format": ok(1.0), "length": ok(-0.5)})
     assert total == 0.0  # gate closed, then clamped at 0
     total, status, _, errors, _ = rubric.combine(

@@ -29,6 +29,7 @@ from .types import Rollout, Score, content_hash
 __all__ = [
     "RolloutReader",
     "rollout_from_dict",
+    "read_json_objects",
     "read_rollouts",
     "read_scores",
     "score_line",
@@ -192,22 +193,45 @@ def write_scores(target: str | Path | IO[str], scores: Iterable[Score]) -> int:
     return count
 
 
-def read_scores(path: str | Path) -> list[Score]:
-    """Read scored JSONL; a bad line is an ``InputError`` with its line number."""
-    out: list[Score] = []
+def read_json_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line of a JSONL file; an unopenable file or a
+    line that is not a JSON object is an ``InputError`` naming the file and the line."""
+    source = str(path)
     try:
         handle = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
     except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror or exc}", source=str(path)) from exc
+        raise InputError(f"cannot open: {exc.strerror or exc}", source=source) from exc
     with handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
                 data = json.loads(line)
-                if not isinstance(data, dict) or "id" not in data:
-                    raise ValueError("expected a JSON object with 'id'")
-                out.append(Score.from_dict(data))
-            except (ValueError, TypeError, KeyError) as exc:
-                raise InputError(str(exc), source=str(path), line=number) from exc
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno})",
+                                 source=source, line=number) from exc
+            except RecursionError as exc:
+                raise InputError("JSON nested too deeply", source=source, line=number) from exc
+            if not isinstance(data, dict):
+                raise InputError(f"expected a JSON object, got {type(data).__name__}",
+                                 source=source, line=number)
+            yield number, data
+
+
+def read_scores(path: str | Path) -> list[Score]:
+    """Read scored JSONL; a bad line is an ``InputError`` with its line number.
+
+    Each line needs ``id`` and ``group`` (a missing group would silently merge rollouts into
+    one GRPO group)."""
+    out: list[Score] = []
+    for number, data in read_json_objects(path):
+        missing = [key for key in ("id", "group") if key not in data]
+        if missing:
+            raise InputError(f"missing {', '.join(map(repr, missing))}", source=str(path),
+                             line=number)
+        try:
+            out.append(Score.from_dict(data))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InputError(f"not a scored rollout: {exc}", source=str(path),
+                             line=number) from exc
     return out

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, InputError
-from .io import OnBadLine, RolloutReader, read_scores, rollout_from_dict, score_line
+from .io import (
+    OnBadLine,
+    RolloutReader,
+    read_json_objects,
+    read_scores,
+    rollout_from_dict,
+    score_line,
+)
 from .types import Rollout, Score
 
 __all__ = [
@@ -86,24 +93,7 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     JSON object is an ``InputError`` with its line number)."""
     if is_parquet(path):
         return _read_rows(path)
-    records = []
-    try:
-        handle = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
-    except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror or exc}", source=str(path)) from exc
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON ({exc.msg})", source=str(path),
-                                 line=number) from exc
-            if not isinstance(record, dict):
-                raise InputError("expected a JSON object", source=str(path), line=number)
-            records.append(record)
-    return records
+    return [record for _, record in read_json_objects(path)]
 
 
 # ------------------------------------------------------------------ rollouts

@@ -15,6 +15,7 @@ import typer
 
 from ..advantages import check_advantages, trainer_names
 from ..errors import InputError
+from ..io import read_json_objects
 from ._app import app, console, handle_errors
 
 __all__ = ["advantages", "read_scored_rewards"]
@@ -45,29 +46,13 @@ def read_scored_rewards(path: str | Path) -> tuple[list[float | None], list[str]
     rewards: list[float | None] = []
     groups: list[str] = []
     ids: list[str] = []
-    try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115
-    except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror or exc}", source=source) from None
-    with handle:
-        try:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    data = json.loads(line)
-                except ValueError as exc:
-                    raise InputError(f"not JSON: {exc}", source=source, line=number) from None
-                if not isinstance(data, dict):
-                    raise InputError("expected a JSON object", source=source, line=number)
-                for key in ("group", "reward"):
-                    if key not in data:
-                        raise InputError(f"missing {key!r}", source=source, line=number)
-                rewards.append(_reward(data["reward"], source=source, line=number))
-                groups.append(str(data["group"]))
-                ids.append(str(data.get("id", f"line {number}")))
-        except UnicodeDecodeError as exc:
-            raise InputError(f"not UTF-8 text: {exc.reason}", source=source) from None
+    for number, data in read_json_objects(path):
+        for key in ("group", "reward"):
+            if key not in data:
+                raise InputError(f"missing {key!r}", source=source, line=number)
+        rewards.append(_reward(data["reward"], source=source, line=number))
+        groups.append(str(data["group"]))
+        ids.append(str(data.get("id", f"line {number}")))
     return rewards, groups, ids
 
 
