@@ -200,3 +200,27 @@ def test_in_process_failures_never_call_a_reward_twice() -> None:
     assert calls == ["a", "bad", "b", "bad", "c"]
     assert [s.status for s in scores] == [Status.OK, Status.ERROR, Status.OK, Status.ERROR,
                                           Status.OK]
+
+
+def test_workers_and_in_process_agree_on_every_kind_of_return() -> None:
+    # Several rewards, each returning something other than a plain float on some rows, over
+    # more rows than one batch: the worker path (a run per reward) and the in-process path
+    # must give the same scores, in input order.
+    rubric = Rubric([
+        Component("len", spec("exact_len"), weight=0.5),
+        Component("crash", spec("crash_on_empty")),
+        Component("abstain", spec("abstain")),
+        Component("dict", spec("as_dict")),
+        Component("bonus", spec("with_params"), params={"bonus": 2.0}),
+        Component("gsm8k", "gsm8k"),
+    ])
+    texts = ["", "#### 4", "skip", "x" * 50, "#### 4.0 and more", "ünïcode 4"] * 60
+    items = [Rollout(str(i), f"g{i // 6}", "p", t, 4) for i, t in enumerate(texts)]
+    with Engine(rubric, workers=2, batch_rollouts=64) as engine:
+        in_workers = engine.score(items)
+    with Engine(rubric, workers=0, batch_rollouts=64) as engine:
+        in_process = engine.score(items)
+    assert [s.to_dict() for s in in_workers] == [s.to_dict() for s in in_process]
+    assert [s.id for s in in_workers] == [r.id for r in items]
+    assert {s.status for s in in_workers} == {Status.OK, Status.ERROR, Status.MASKED}
+    assert in_workers[1].metrics == {"dict.length": 6.0} and in_workers[1].reward == 5.5

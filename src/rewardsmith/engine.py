@@ -8,8 +8,10 @@ loop, under ``max_concurrency``. Results always come back in input order.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import math
+import operator
 import threading
 from collections.abc import (
     AsyncIterable,
@@ -33,7 +35,7 @@ from .calling import (
 )
 from .loading import load_reward
 from .rubric import Component, Rubric
-from .types import ComponentResult, Rollout, Score, Status
+from .types import ComponentResult, Rollout, Score, Status, message_text
 from .workers import (
     ERROR,
     BatchResult,
@@ -83,8 +85,10 @@ def _as_tuple(rollout: Rollout) -> RolloutTuple:
 class _SyncProgram:
     """Runs the rubric's sync rewards inside a worker process; built lazily there.
 
-    An item is either an int ``row * len(singles) + k`` (single reward ``k`` on row ``row`` of
-    the batch's shared rows) or ``(k, tuples)`` for group reward ``k`` on full rollout tuples.
+    A batch's shared payload holds its rows: one list per field of ``layout``, or whole
+    rollout tuples when some reward needs the whole rollout (``layout`` is None). Items are
+    numbered component-major: int ``k * rows + row`` is single reward ``k`` on that row;
+    ``(k, tuples)`` is group reward ``k`` on a group's rollout tuples.
     """
 
     def __init__(self, singles: Sequence[Component], groups: Sequence[Component],
@@ -100,7 +104,8 @@ class _SyncProgram:
         self.layout = list(layout) if layout is not None else None
         self._calls: list[Callable[[Any], Any]] | None = None
         self._group_calls: list[Callable[[Any], Any]] = []
-        self._last: tuple[int, Rollout] | None = None
+        self._shared: Any = None
+        self._args: list[Any] = []
 
     def __getstate__(self) -> dict[str, Any]:
         return {"singles": self.singles, "groups": self.groups, "layout": self.layout}
@@ -109,40 +114,64 @@ class _SyncProgram:
         self.singles, self.groups, self.layout = state["singles"], state["groups"], state["layout"]
         self._calls = None
         self._group_calls = []
-        self._last = None
+        self._shared = None
+        self._args = []
 
-    def _build(self) -> list[Callable[[Any], Any]]:
-        calls = []
-        for reward, params, _key, name in self.singles:
-            func = load_reward(reward).func if isinstance(reward, str) else reward
-            what = f"component {name!r}"
-            if self.layout is not None:
-                calls.append(make_row_binder(func, params, self.layout, what=what))
-            else:
-                calls.append(self._on_rollouts(make_binder(func, params, what=what)))
-        for reward, params, _key, name in self.groups:
-            func = load_reward(reward).func if isinstance(reward, str) else reward
-            self._group_calls.append(make_group_binder(func, params, what=f"component {name!r}"))
-        return calls
+    def calls(self) -> list[Callable[[Any], Any]]:
+        """One callable per single reward, taking one row (see ``build_rows``)."""
+        if self._calls is None:
+            calls: list[Callable[[Any], Any]] = []
+            group_calls: list[Callable[[Any], Any]] = []
+            for reward, params, _key, name in self.singles:
+                func = load_reward(reward).func if isinstance(reward, str) else reward
+                what = f"component {name!r}"
+                if self.layout is not None:
+                    calls.append(make_row_binder(func, params, self.layout, what=what))
+                else:
+                    calls.append(make_binder(func, params, what=what))
+            for reward, params, _key, name in self.groups:
+                func = load_reward(reward).func if isinstance(reward, str) else reward
+                group_calls.append(make_group_binder(func, params, what=f"component {name!r}"))
+            self._group_calls = group_calls
+            self._calls = calls
+        return self._calls
 
-    def _on_rollouts(self, binder: Callable[[Rollout], Any]) -> Callable[[Any], Any]:
-        return lambda row: binder(self._rollout(row))
+    def build_rows(self, shared: Any) -> list[Any]:
+        """The rows a payload holds: tuples of layout fields, or rollouts."""
+        if self.layout is None:
+            return [Rollout(*data) for data in shared]
+        return list(zip(*shared)) if shared else []
 
-    def _rollout(self, data: RolloutTuple) -> Rollout:
-        # Consecutive calls for one rollout share the same tuple (pickle keeps the identity).
-        last = self._last
-        if last is not None and last[0] == id(data):
-            return last[1]
-        rollout = Rollout(*data)
-        self._last = (id(data), rollout)
-        return rollout
+    def _rows(self, shared: Any) -> list[Any]:
+        # In a worker, where batches run one at a time: the rows are built once per batch.
+        # Holding the payload keeps its identity from being reused by a later one.
+        if shared is not self._shared:
+            self._args = self.build_rows(shared)
+            self._shared = shared
+        return self._args
 
-    def __call__(self, item: Any, rows: Sequence[Any]) -> Any:
-        calls = self._calls
-        if calls is None:
-            calls = self._calls = self._build()
+    def runs(self, items: range, rows: list[Any]
+             ) -> Iterator[tuple[Callable[[Any], Any], list[Any], Callable[[Any], Any]]]:
+        """The calls of a range of items: one run of rows per reward, with how to read a
+        value that is not a finite float."""
+        calls = self.calls()
+        count = len(rows)
+        for k, call in enumerate(calls):
+            low = max(items.start, k * count) - k * count
+            high = min(items.stop, (k + 1) * count) - k * count
+            if low < high:
+                yield call, rows[low:high], functools.partial(_read_value, self.singles[k][2])
+
+    def segments(self, items: range, shared: Any
+                 ) -> Iterator[tuple[Callable[[Any], Any], list[Any], Callable[[Any], Any]]]:
+        """The worker's fast path (see ``rewardsmith.workers``)."""
+        return self.runs(items, self._rows(shared))
+
+    def call_item(self, item: Any, rows: list[Any]) -> Any:
+        """Make one call: an int item on ``rows``, or a group item."""
+        calls = self.calls()
         if type(item) is int:
-            row, k = divmod(item, len(calls))
+            k, row = divmod(item, len(rows))
             value = calls[k](rows[row])
             if type(value) is float and value - value == 0.0:  # finite float: the fast path
                 return value
@@ -151,6 +180,13 @@ class _SyncProgram:
         rollouts = [Rollout(*data) for data in tuples]
         results = _group_results(self._group_calls[k](rollouts), len(rollouts), self.groups[k][2])
         return [_compact(r) for r in results]
+
+    def __call__(self, item: Any, shared: Any) -> Any:
+        return self.call_item(item, self._rows(shared) if type(item) is int else [])
+
+
+def _read_value(reward_key: str, value: Any) -> float | Compact:
+    return _compact(to_component_result(value, reward_key))
 
 
 def _row_layout(components: Sequence[Component]) -> list[str] | None:
@@ -339,6 +375,14 @@ class Engine:
     def score(self, rollouts: Iterable[Rollout]) -> list[Score]:
         """Score rollouts given in any order; scores come back in the same order."""
         items = list(rollouts)
+        if not self._async:
+            # Only CPU work that finishes on its own: keep the collector paused for the whole
+            # call instead of letting it rescan every score built so far after each batch.
+            with gc_paused():
+                return self._score_all(items)
+        return self._score_all(items)
+
+    def _score_all(self, items: list[Rollout]) -> list[Score]:
         runs = _contiguous_groups(items)
         if runs is not None:  # each group in one run, the usual layout: no reordering needed
             return [score for scores in self.stream(runs, coalesce=True) for score in scores]
@@ -493,7 +537,7 @@ class Engine:
         simple = rubric.formula is None and rubric.quantize is None and not any(
             c.requires for c in rubric.components)
         ok = Status.OK
-        if simple and all(type(v) is float for column in columns for v in column):
+        if simple and all(_floats_only(column) for column in columns):
             floats = cast("list[list[float]]", columns)
             if len(floats) == 2:  # the common shape, spelled out: it runs once per rollout
                 (n1, n2), (w1, w2), (c1, c2) = names, weights, floats
@@ -560,84 +604,78 @@ class Engine:
             if fresh:
                 self.cache.record(component.identity(), fresh)
 
-    def _rows(self, rollouts: list[Rollout]) -> list[Any]:
+    def _payload(self, rollouts: list[Rollout]) -> list[Any]:
+        """What the sync program reads (see ``_SyncProgram``): field columns or rollout tuples."""
         if self._layout is None:
             return [_as_tuple(r) for r in rollouts]
-        getters = [ROW_FIELDS[name] for name in self._layout]
-        if len(getters) == 1:
-            (g1,) = getters
-            return [(g1(r),) for r in rollouts]
-        if len(getters) == 2:
-            g1, g2 = getters
-            return [(g1(r), g2(r)) for r in rollouts]
-        return [tuple(g(r) for g in getters) for r in rollouts]
+        return [_column(name, rollouts) for name in self._layout]
 
     async def _run_sync(self, groups: list[list[Rollout]], rollouts: list[Rollout],
                         results: dict[str, list[Cell]]) -> None:
         singles = self._singles
         count = len(singles)
+        size = len(rollouts)
         columns = [results[c.name] for c in singles]
-        if (self.workers == 0 and not self._sync_groups and count
-                and all(cell is None for column in columns for cell in column)):
-            self.calls += len(rollouts) * count
+        everything = all(column.count(None) == len(column) for column in columns)
+        if self.workers == 0 and not self._sync_groups and count and everything:
+            self.calls += size * count
             with gc_paused():
                 self._run_columns_inline(rollouts, columns)
             return
         limits_of = [float(c.timeout or self.rubric.timeout) for c in singles]
-        if all(cell is None for column in columns for cell in column):
-            items: list[Any] = list(range(len(rollouts) * count))  # every call: the usual case
+        items: Sequence[Any]
+        limits: Sequence[float]
+        if everything and not self._sync_groups:
+            # Every single call, nothing else (the usual case): a range, which workers run
+            # one reward at a time, and limits computed from the position.
+            items = range(size * count)
+            limits = _ColumnLimits(limits_of, size)
         else:
-            items = [row * count + k for row in range(len(rollouts))
-                     for k in range(count) if columns[k][row] is None]
-        limits: list[float] = [limits_of[i % count] for i in items] if count else []
-        group_targets: list[tuple[str, list[int]]] = []
-        start = 0
-        for group in groups:
-            span = list(range(start, start + len(group)))
-            start += len(group)
-            for k, component in enumerate(self._sync_groups):
-                items.append((k, [_as_tuple(rollouts[i]) for i in span]))
-                limits.append(float(component.timeout or self.rubric.timeout))
-                group_targets.append((component.name, span))
+            listed = [k * size + row for k in range(count) for row in range(size)
+                      if columns[k][row] is None]
+            group_limits: list[float] = []
+            group_targets: list[tuple[str, list[int]]] = []
+            start = 0
+            for group in groups:
+                span = list(range(start, start + len(group)))
+                start += len(group)
+                for k, component in enumerate(self._sync_groups):
+                    listed.append((k, [_as_tuple(rollouts[i]) for i in span]))  # type: ignore[arg-type]
+                    group_limits.append(float(component.timeout or self.rubric.timeout))
+                    group_targets.append((component.name, span))
+            items = listed
+            limits = [limits_of[i // size] for i in listed[: len(listed) - len(group_limits)]]
+            limits += group_limits
         if not items:
             return
         self.calls += len(items)
-        rows = self._rows(rollouts) if count else []
+        with gc_paused():
+            shared = self._payload(rollouts) if count else []
         if self.workers > 0:
             batch = await asyncio.wrap_future(
-                self._worker_pool().run(self._program_key, items, limits, rows))
+                self._worker_pool().run(self._program_key, items, limits, shared))
         else:
-            batch = self._run_inline(items, rows)
+            batch = self._run_inline(items, shared)
         with gc_paused():
-            self._store_batch(batch, items, count, columns, group_targets, results)
+            if type(items) is range:
+                _store_columns(batch, size, columns)
+            else:
+                self._store_batch(batch, items, size, columns, group_targets, results)
 
-    def _store_batch(self, batch: BatchResult, items: list[Any], count: int,
+    def _store_batch(self, batch: BatchResult, items: Sequence[Any], size: int,
                      columns: list[list[Cell]], group_targets: list[tuple[str, list[int]]],
                      results: dict[str, list[Cell]]) -> None:
         """Put a worker batch's values into the result columns, failures included."""
         values, failures = batch.values, batch.failures
         singles_done = len(items) - len(group_targets)
-        if count and singles_done == len(columns[0]) * count:
-            # Every call was made (no cache hits): each column is a stride of the values.
-            for k in range(count):
-                column = values[k:singles_done:count]
-                if not all(type(v) is float for v in column):
-                    column = [v if type(v) is float or v is None else _expand(v)
-                              for v in column]
-                columns[k][:] = column
-            for position, failure in failures.items():
-                if position < singles_done:
-                    row, k = divmod(position, count)
-                    columns[k][row] = _failure(*failure)
-        else:
-            for position in range(singles_done):
-                row, k = divmod(items[position], count)
-                failed = failures.get(position)
-                if failed is not None:
-                    columns[k][row] = _failure(*failed)
-                    continue
-                value = values[position]
-                columns[k][row] = value if type(value) is float else _expand(value)
+        for position in range(singles_done):
+            k, row = divmod(items[position], size)
+            failed = failures.get(position)
+            if failed is not None:
+                columns[k][row] = _failure(*failed)
+                continue
+            value = values[position]
+            columns[k][row] = value if type(value) is float else _expand(value)
         for offset, (name, span) in enumerate(group_targets):
             position = singles_done + offset
             column = results[name]
@@ -651,22 +689,31 @@ class Engine:
 
     def _run_columns_inline(self, rollouts: list[Rollout], columns: list[list[Cell]]) -> None:
         """In-process, one column at a time: no per-call bookkeeping unless a call fails."""
-        if self._inline_binders is None:
-            self._inline_binders = [make_binder(c.func, c.params,  # type: ignore[arg-type]
-                                                what=f"component {c.name!r}")
-                                    for c in self._singles]
-        for component, binder, column in zip(self._singles, self._inline_binders, columns):
+        if self._layout is not None:
+            # The fields every reward reads are taken once per rollout, not once per reward.
+            program = self._program
+            rows = program.build_rows(self._payload(rollouts))
+            runs: list[tuple[Callable[[Any], Any], Sequence[Any]]] = [
+                (call, args) for call, args, _fix in program.runs(
+                    range(len(rollouts) * len(columns)), rows)]
+        else:
+            if self._inline_binders is None:
+                self._inline_binders = [make_binder(c.func, c.params,  # type: ignore[arg-type]
+                                                    what=f"component {c.name!r}")
+                                        for c in self._singles]
+            runs = [(binder, rollouts) for binder in self._inline_binders]
+        for component, (call, args), column in zip(self._singles, runs, columns):
             values: list[Any] = []
             append = values.append
-            while len(values) < len(rollouts):
+            while len(values) < len(args):
                 # One try per run of successful calls, not per call; a failing call is
                 # recorded and the loop resumes right after it (nothing is called twice).
                 try:
-                    for rollout in itertools.islice(rollouts, len(values), None):
-                        append(binder(rollout))
+                    for arg in itertools.islice(args, len(values), None):
+                        append(call(arg))
                 except Exception as exc:  # noqa: BLE001 - a failure is data
                     append(ComponentResult.failed(Status.ERROR, format_exception(exc)))
-            if all(type(v) is float for v in values) and math.isfinite(sum(values)):
+            if _floats_only(values) and math.isfinite(sum(values)):
                 column[:] = values  # plain finite floats: the usual case
                 continue
             for index, value in enumerate(values):
@@ -677,12 +724,13 @@ class Engine:
                 else:
                     column[index] = to_component_result(value, component.reward_key)
 
-    def _run_inline(self, items: list[Any], rows: list[Any]) -> BatchResult:
+    def _run_inline(self, items: Sequence[Any], shared: Any) -> BatchResult:
         values: list[Any] = []
         failures: dict[int, Outcome] = {}
+        rows = self._program.build_rows(shared)
         for position, item in enumerate(items):
             try:
-                values.append(self._program(item, rows))
+                values.append(self._program.call_item(item, rows))
             except Exception as exc:  # noqa: BLE001 - a failure is data
                 values.append(None)
                 failures[position] = (ERROR, format_exception(exc))
@@ -757,14 +805,14 @@ def _contiguous_groups(items: list[Rollout]) -> list[list[Rollout]] | None:
     runs: list[list[Rollout]] = []
     seen: set[str] = set()
     start = 0
-    for index in range(1, len(items) + 1):
-        if index == len(items) or items[index].group != items[start].group:
-            group = items[start].group
-            if group in seen:
-                return None
-            seen.add(group)
-            runs.append(items[start:index])
-            start = index
+    # groupby walks the keys at C speed; Python runs once per group, not once per rollout.
+    for group, run in itertools.groupby(map(operator.attrgetter("group"), items)):
+        if group in seen:
+            return None
+        seen.add(group)
+        size = len(list(run))
+        runs.append(items[start : start + size])
+        start += size
     return runs
 
 
@@ -776,6 +824,52 @@ def _now(coroutine: Any) -> Any:
         return done.value
     coroutine.close()
     raise RuntimeError("internal error: an in-process batch tried to wait")
+
+
+class _ColumnLimits(Sequence[float]):
+    """The time limit of call ``k * rows + row``: reward ``k``'s, without a list per call."""
+
+    def __init__(self, limits: list[float], rows: int):
+        self._limits = limits
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._limits) * self._rows
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._limits[index // self._rows]
+
+
+def _floats_only(values: list[Any]) -> bool:
+    """Whether every value is a float (a set of types is built at C speed)."""
+    return not values or set(map(type, values)) == {float}
+
+
+def _column(name: str, rollouts: list[Rollout]) -> list[Any]:
+    """One field of every rollout, as a reward reads it."""
+    if name == "text":
+        return [c if type(c) is str else message_text(c) for c in [r.completion for r in rollouts]]
+    if name == "answer":
+        return [r.answer for r in rollouts]
+    getter = ROW_FIELDS[name]
+    return [getter(r) for r in rollouts]
+
+
+def _store_columns(batch: BatchResult, size: int, columns: list[list[Cell]]) -> None:
+    """Put a whole batch's values (component-major, every call made) into the columns."""
+    values, failures = batch.values, batch.failures
+    for k, column in enumerate(columns):
+        part = values[k * size : (k + 1) * size]
+        if not _floats_only(part):
+            part = [v if type(v) is float or v is None else _expand(v) for v in part]
+        column[:] = part
+    for position, failure in failures.items():
+        k, row = divmod(position, size)
+        columns[k][row] = _failure(*failure)
 
 
 def _as_result(cell: Cell) -> ComponentResult:

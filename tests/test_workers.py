@@ -1,0 +1,121 @@
+"""The worker pool: batches, the segment fast path, failures and hard timeouts within a batch."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import cloudpickle
+import pytest
+
+from rewardsmith.workers import ERROR, OK, TIMEOUT, WorkerPool, _dumps
+
+# The programs below are defined here, so they travel to the workers by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _square(row: Any) -> Any:
+    if row == "boom":
+        raise ValueError("bad row")
+    if row == "hang":
+        while True:
+            pass
+    if row == "slow":
+        time.sleep(0.3)
+        return 0.5
+    if row == "int":
+        return 7  # not a float: read by the program's fix
+    return float(row) ** 2
+
+
+class SegmentProgram:
+    """Two runs over the shared rows: squares, then the rows negated."""
+
+    def __init__(self) -> None:
+        self.generic_calls = 0
+
+    def segments(self, items: range, shared: list[Any]
+                 ) -> Iterator[tuple[Any, list[Any], Any]]:
+        count = len(shared)
+        runs = [(_square, lambda v: ("fixed", v)), (lambda row: -float(row), lambda v: v)]
+        for k, (call, fix) in enumerate(runs):
+            low = max(items.start, k * count) - k * count
+            high = min(items.stop, (k + 1) * count) - k * count
+            if low < high:
+                yield call, shared[low:high], fix
+
+    def __call__(self, item: int, shared: list[Any]) -> Any:
+        # The generic path (used to redo calls after a worker was killed).
+        k, row = divmod(item, len(shared))
+        value = _square(shared[row]) if k == 0 else -float(shared[row])
+        return value if type(value) is float else ("fixed", value)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[WorkerPool]:
+    with WorkerPool(1) as workers:
+        workers.register("segments", SegmentProgram())
+        workers.register("plain", lambda item, shared: shared[item] * 10)
+        yield workers
+
+
+def test_segment_path_keeps_item_order_and_reads_other_values(pool: WorkerPool) -> None:
+    shared = ["1", "2", "int", "3"]
+    batch = pool.run("segments", range(8), [5.0] * 8, shared).result()
+    assert batch.values == [1.0, 4.0, ("fixed", 7), 9.0, -1.0, -2.0, None, -3.0]
+    assert list(batch.failures) == [6]  # float("int") in the second run
+    assert "ValueError" in batch.failures[6][1]
+
+
+def test_segment_path_with_a_part_of_the_range(pool: WorkerPool) -> None:
+    shared = ["1", "2", "3"]
+    batch = pool.run("segments", range(2, 5), [5.0] * 3, shared).result()
+    assert batch.values == [9.0, -1.0, -2.0]
+
+
+def test_a_failing_call_is_data_and_later_calls_still_run(pool: WorkerPool) -> None:
+    shared = ["1", "boom", "2"]
+    batch = pool.run("segments", range(6), [5.0] * 6, shared).result()
+    assert batch.outcome(1)[0] == ERROR and "ValueError: bad row" in batch.outcome(1)[1]
+    assert [batch.outcome(i) for i in (0, 2)] == [(OK, 1.0), (OK, 4.0)]
+    assert batch.outcome(3) == (OK, -1.0) and batch.outcome(5) == (OK, -2.0)
+    assert 4 in batch.failures  # float("boom") in the second run fails too
+
+
+def test_a_hanging_call_times_out_alone_and_the_rest_is_redone(pool: WorkerPool) -> None:
+    shared = ["1", "hang", "2"]
+    started = time.monotonic()
+    batch = pool.run("segments", range(6), [1.0] * 6, shared).result()
+    assert time.monotonic() - started < 1.0 + 1.5
+    status, message = batch.outcome(1)
+    assert status == TIMEOUT and "timed out after 1 s" in message
+    assert batch.outcome(0) == (OK, 1.0) and batch.outcome(2) == (OK, 4.0)
+    assert batch.outcome(3) == (OK, -1.0) and batch.outcome(5) == (OK, -2.0)
+    assert pool.replaced >= 1
+
+
+def test_each_call_gets_its_own_clock(pool: WorkerPool) -> None:
+    # Four calls of 0.3 s under a 0.5 s limit: 1.2 s for the batch, but no call is late.
+    batch = pool.run("segments", range(4), [0.5] * 4, ["slow"] * 2).result()
+    assert batch.values[:2] == [0.5, 0.5]
+    assert sorted(batch.failures) == [2, 3]  # float("slow"): errors, not timeouts
+    assert all(status == ERROR for status, _ in batch.failures.values())
+
+
+def test_programs_without_segments_take_ranges_too(pool: WorkerPool) -> None:
+    batch = pool.run("plain", range(1, 3), [5.0, 5.0], [1, 2, 3]).result()
+    assert batch.values == [20, 30]
+
+
+def test_cyclic_payloads_are_still_sent() -> None:
+    cyclic: list[Any] = [1]
+    cyclic.append(cyclic)
+    blob = _dumps(("run", "k", cyclic, [0]))
+    import pickle
+
+    message = pickle.loads(blob)
+    assert message[2][1] is message[2]
+    shared_twice = ["text"] * 3
+    assert pickle.loads(_dumps(shared_twice)) == shared_twice
