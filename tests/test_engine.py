@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from pathlib import Path
@@ -134,6 +135,25 @@ def test_score_keeps_input_order_across_interleaved_groups() -> None:
     assert all(s.reward == 1.0 for s in scores)
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_group_rewards_see_whole_groups_whatever_the_input_order(workers: int) -> None:
+    # Groups interleaved, and batches smaller than a group: each group reward call must still
+    # get the whole group, and every score must land on its own rollout.
+    rubric = Rubric([Component("rank", spec("rank_in_group")), Component("len", spec("exact_len"))])
+    items = [Rollout(str(i), f"g{i % 3}", "p", "x" * (i // 3), i // 3) for i in range(30)]
+    with Engine(rubric, workers=workers, batch_rollouts=4) as engine:
+        scores = engine.score(items)
+        contiguous = engine.score(sorted(items, key=lambda r: r.group))
+    assert [s.id for s in scores] == [r.id for r in items]
+    # Within each group of ten, the longest completion ranks highest (9) and the shortest 0.
+    assert [s.components["rank"] for s in scores] == [float(i // 3) for i in range(30)]
+    assert all(s.components["len"] == 1.0 for s in scores)
+    assert sorted(s.to_dict()["id"] for s in contiguous) == sorted(r.id for r in items)
+    by_id = {s.id: s.to_dict() for s in contiguous}
+    assert [by_id[s.id] for s in scores] == [s.to_dict() for s in scores]
+    assert gc.isenabled()  # the collector, paused while batches were handed out, is back
+
+
 def test_stream_yields_groups_in_order_and_async_stream() -> None:
     rubric = Rubric([Component("n", "number")])
     groups = [rollouts([f"{g}"] * 4, group=f"g{g}", answer=g) for g in range(10)]
@@ -220,7 +240,10 @@ def test_workers_and_in_process_agree_on_every_kind_of_return() -> None:
         in_workers = engine.score(items)
     with Engine(rubric, workers=0, batch_rollouts=64) as engine:
         in_process = engine.score(items)
+        one_group_at_a_time = [score for start in range(0, len(items), 6)
+                               for score in engine.score_group(items[start : start + 6])]
     assert [s.to_dict() for s in in_workers] == [s.to_dict() for s in in_process]
+    assert [s.to_dict() for s in in_process] == [s.to_dict() for s in one_group_at_a_time]
     assert [s.id for s in in_workers] == [r.id for r in items]
     assert {s.status for s in in_workers} == {Status.OK, Status.ERROR, Status.MASKED}
     assert in_workers[1].metrics == {"dict.length": 6.0} and in_workers[1].reward == 5.5

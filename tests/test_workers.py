@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import sys
 import time
 from collections.abc import Iterator
@@ -72,7 +73,8 @@ def test_segment_path_keeps_item_order_and_reads_other_values(pool: WorkerPool) 
 def test_segment_path_with_a_part_of_the_range(pool: WorkerPool) -> None:
     shared = ["1", "2", "3"]
     batch = pool.run("segments", range(2, 5), [5.0] * 3, shared).result()
-    assert batch.values == [9.0, -1.0, -2.0]
+    assert list(batch.values) == [9.0, -1.0, -2.0]
+    assert isinstance(batch.values, array.array)  # nothing but finite floats: one block
 
 
 def test_a_failing_call_is_data_and_later_calls_still_run(pool: WorkerPool) -> None:
@@ -99,7 +101,7 @@ def test_a_hanging_call_times_out_alone_and_the_rest_is_redone(pool: WorkerPool)
 def test_each_call_gets_its_own_clock(pool: WorkerPool) -> None:
     # Four calls of 0.3 s under a 0.5 s limit: 1.2 s for the batch, but no call is late.
     batch = pool.run("segments", range(4), [0.5] * 4, ["slow"] * 2).result()
-    assert batch.values[:2] == [0.5, 0.5]
+    assert list(batch.values[:2]) == [0.5, 0.5]
     assert sorted(batch.failures) == [2, 3]  # float("slow"): errors, not timeouts
     assert all(status == ERROR for status, _ in batch.failures.values())
 
@@ -119,3 +121,49 @@ def test_cyclic_payloads_are_still_sent() -> None:
     assert message[2][1] is message[2]
     shared_twice = ["text"] * 3
     assert pickle.loads(_dumps(shared_twice)) == shared_twice
+
+
+def _explode() -> None:
+    raise RuntimeError("cannot be rebuilt here")
+
+
+class Unreadable:
+    """Pickles fine, but raises when the worker unpickles it."""
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return (_explode, ())
+
+
+def test_a_batch_the_worker_cannot_read_fails_every_call_and_the_pool_goes_on(
+        pool: WorkerPool) -> None:
+    batch = pool.run("plain", [0, 1], [5.0, 5.0], [Unreadable(), 2]).result()
+    assert sorted(batch.failures) == [0, 1]
+    assert all("could not be read" in message for _, message in batch.failures.values())
+    assert list(pool.run("plain", [0], [5.0], [4]).result().values) == [40]
+
+
+def test_batches_larger_than_the_shared_buffer_go_through_the_pipe(pool: WorkerPool) -> None:
+    big = ["x" * (3 << 20), "y" * (3 << 20)]  # about 6 MB pickled
+    first = pool.run("plain", [0], [5.0], big)
+    second = pool.run("plain", [1], [5.0], big)
+    assert first.result().values == ["x" * (30 << 20)]
+    assert second.result().values == ["y" * (30 << 20)]
+
+
+def test_batches_queued_behind_a_hanging_one_are_all_answered() -> None:
+    # One worker, several batches submitted at once: the next batch is sent ahead while one
+    # runs. When a call hangs and the worker is killed, the batch sent ahead died with it and
+    # must be sent again to the new worker.
+    with WorkerPool(1) as workers:
+        workers.register("segments", SegmentProgram())
+        futures = [workers.run("segments", range(6), [1.0] * 6, rows)
+                   for rows in (["1", "2", "3"], ["1", "hang", "2"], ["4", "5", "6"],
+                                ["7", "8", "9"])]
+        batches = [future.result(timeout=30) for future in futures]
+    assert list(batches[0].values) == [1.0, 4.0, 9.0, -1.0, -2.0, -3.0]
+    assert batches[1].outcome(1)[0] == TIMEOUT
+    assert [batches[1].outcome(i) for i in (0, 2, 3, 5)] == [
+        (OK, 1.0), (OK, 4.0), (OK, -1.0), (OK, -2.0)]
+    assert list(batches[2].values) == [16.0, 25.0, 36.0, -4.0, -5.0, -6.0]
+    assert list(batches[3].values) == [49.0, 64.0, 81.0, -7.0, -8.0, -9.0]
+    assert workers.replaced == 1

@@ -7,7 +7,9 @@ loop, under ``max_concurrency``. Results always come back in input order.
 
 from __future__ import annotations
 
+import array
 import asyncio
+import contextlib
 import functools
 import itertools
 import math
@@ -23,7 +25,7 @@ from collections.abc import (
     Sequence,
 )
 from concurrent.futures import Future
-from typing import Any, Protocol, cast
+from typing import Any, NamedTuple, Protocol, cast
 
 from .calling import (
     ROW_FIELDS,
@@ -269,6 +271,8 @@ class Engine:
         self._singles = [c for c in self._sync if not c.group]
         self._sync_groups = [c for c in self._sync if c.group]
         self._layout = _row_layout(self._singles)
+        # Group rewards and judges see a group at a time; other rewards, one rollout.
+        self._needs_groups = any(c.group or c.evaluator is not None for c in rubric.components)
         self._program = _SyncProgram(self._singles, self._sync_groups, self._layout)
         self._inline_binders: list[Callable[[Rollout], Any]] | None = None
         self._program_key = f"rubric:{rubric.id}:{id(self)}"
@@ -364,38 +368,42 @@ class Engine:
     def score_group(self, rollouts: Sequence[Rollout]) -> list[Score]:
         """Score one group (sync); scores come back in the group's order."""
         loop = self._ensure_started()
-        return loop.submit(self._score_groups([list(rollouts)])).result()[0]  # type: ignore[no-any-return]
+        return loop.submit(self._score_batch(_Batch.of([rollouts]))).result()  # type: ignore[no-any-return]
 
     async def ascore_group(self, rollouts: Sequence[Rollout]) -> list[Score]:
         """Score one group (async); safe to call from any event loop."""
         loop = self._ensure_started()
-        result = await asyncio.wrap_future(loop.submit(self._score_groups([list(rollouts)])))
-        return result[0]  # type: ignore[no-any-return]
+        result = await asyncio.wrap_future(loop.submit(self._score_batch(_Batch.of([rollouts]))))
+        return result  # type: ignore[no-any-return]
 
     def score(self, rollouts: Iterable[Rollout]) -> list[Score]:
         """Score rollouts given in any order; scores come back in the same order."""
         items = list(rollouts)
-        if not self._async:
-            # Only CPU work that finishes on its own: keep the collector paused for the whole
-            # call instead of letting it rescan every score built so far after each batch.
-            with gc_paused():
-                return self._score_all(items)
-        return self._score_all(items)
-
-    def _score_all(self, items: list[Rollout]) -> list[Score]:
-        runs = _contiguous_groups(items)
-        if runs is not None:  # each group in one run, the usual layout: no reordering needed
-            return [score for scores in self.stream(runs, coalesce=True) for score in scores]
+        if not self._needs_groups:
+            # No reward looks at a group as a whole: any slice of the input is a batch.
+            out: list[Score] = []
+            for _batch, scores in self._run_batches(self._slices(items), True, 8, None):
+                out.extend(scores)
+            return out
+        sizes = _contiguous_sizes(items)
+        if sizes is not None:  # each group in one run, the usual layout: no reordering needed
+            out = []
+            for _batch, scores in self._run_batches(self._slices(items, sizes), True, 8, None):
+                out.extend(scores)
+            return out
         groups: dict[str, list[int]] = {}
         for index, rollout in enumerate(items):
             groups.setdefault(rollout.group, []).append(index)
-        order = list(groups.values())
-        streamed = self.stream(([items[i] for i in indices] for indices in order), coalesce=True)
-        out: list[Score | None] = [None] * len(items)
-        for indices, scores in zip(order, streamed):
-            for index, score in zip(indices, scores):
-                out[index] = score
-        return [s for s in out if s is not None]
+        positions = [index for indices in groups.values() for index in indices]
+        regrouped = [items[index] for index in positions]
+        batches = self._slices(regrouped, [len(indices) for indices in groups.values()])
+        scattered: list[Score | None] = [None] * len(items)
+        done = 0
+        for _batch, scores in self._run_batches(batches, True, 8, None):
+            for index, score in zip(positions[done : done + len(scores)], scores):
+                scattered[index] = score
+            done += len(scores)
+        return [s for s in scattered if s is not None]
 
     def stream(
         self, groups: Iterable[Sequence[Rollout]], *, ordered: bool = True, coalesce: bool = False,
@@ -406,19 +414,25 @@ class Engine:
         ``ordered=False`` yields groups as they finish. ``coalesce=True`` sends several
         consecutive groups to a worker at once (for input that is already in memory).
         """
-        loop = self._ensure_started()
+        batches = (self._batches(groups) if coalesce
+                   else (_Batch.of([group]) for group in groups))
         # In-memory input keeps more batches queued so no worker waits between two of them.
-        depth = 8 if coalesce else 2
+        finished = self._run_batches(batches, ordered, 8 if coalesce else 2, max_in_flight)
+        return (scores for batch, flat in finished for scores in _split(flat, batch.sizes))
+
+    def _run_batches(self, batches: Iterable[_Batch], ordered: bool, depth: int,
+                     max_in_flight: int | None) -> Iterator[tuple[_Batch, list[Score]]]:
+        """Each batch with its scores, in order or as they finish."""
+        loop = self._ensure_started()
         in_flight_limit = max_in_flight or max(2, depth * max(1, self.workers))
-        batches = self._batches(groups) if coalesce else ([list(g)] for g in groups)
         if self.workers == 0 and not self._async:
             # Everything runs in this process and nothing awaits: no thread hand-off needed.
             for batch in batches:
-                yield from _now(self._score_groups(batch))
+                yield batch, _now(self._score_batch(batch))
             return
-        pending: list[Future[list[list[Score]]]] = []
+        pending: list[tuple[_Batch, Future[list[Score]]]] = []
         for batch in batches:
-            pending.append(loop.submit(self._score_groups(batch)))
+            pending.append((batch, loop.submit(self._score_batch(batch))))
             while len(pending) >= in_flight_limit:
                 yield from self._drain(pending, ordered, block=True)
             yield from self._drain(pending, ordered, block=False)
@@ -432,14 +446,14 @@ class Engine:
         """Async version of ``stream``: groups may come from an async generator."""
         loop = self._ensure_started()
         limit = max_in_flight or max(2, 2 * max(1, self.workers))
-        pending: list[asyncio.Future[list[list[Score]]]] = []
+        pending: list[asyncio.Future[list[Score]]] = []
 
         async def drain(block: bool) -> AsyncIterator[list[Score]]:
             while pending:
                 if ordered:
                     if not pending[0].done() and not block:
                         return
-                    yield (await pending.pop(0))[0]
+                    yield await pending.pop(0)
                 else:
                     done = [f for f in pending if f.done()]
                     if not done:
@@ -449,7 +463,7 @@ class Engine:
                         continue
                     for future in done:
                         pending.remove(future)
-                        yield (await future)[0]
+                        yield await future
                 block = block and len(pending) >= limit
 
         async def source() -> AsyncIterator[Sequence[Rollout]]:
@@ -461,7 +475,7 @@ class Engine:
                     yield group
 
         async for group in source():
-            pending.append(asyncio.wrap_future(loop.submit(self._score_groups([list(group)]))))
+            pending.append(asyncio.wrap_future(loop.submit(self._score_batch(_Batch.of([group])))))
             async for scores in drain(block=len(pending) >= limit):
                 yield scores
         while pending:
@@ -470,49 +484,86 @@ class Engine:
 
     # ------------------------------------------------------------ internals
 
-    def _batches(self, groups: Iterable[Sequence[Rollout]]) -> Iterator[list[list[Rollout]]]:
-        batch: list[list[Rollout]] = []
-        size = 0
+    def _batches(self, groups: Iterable[Sequence[Rollout]]) -> Iterator[_Batch]:
+        """Whole groups, about ``batch_rollouts`` rollouts at a time."""
+        rollouts: list[Rollout] = []
+        sizes: list[int] = []
         for group in groups:
-            batch.append(list(group))
-            size += len(group)
-            if size >= self.batch_rollouts:
-                yield batch
-                batch, size = [], 0
-        if batch:
-            yield batch
+            rollouts.extend(group)
+            sizes.append(len(group))
+            if len(rollouts) >= self.batch_rollouts:
+                yield _Batch(rollouts, sizes)
+                rollouts, sizes = [], []
+        if sizes:
+            yield _Batch(rollouts, sizes)
+
+    def _slices(self, items: list[Rollout], sizes: list[int] | None = None
+                ) -> Iterator[_Batch]:
+        """Batches of ``items`` that shrink towards the end, so that every worker finishes at
+        about the same time: whole groups when ``sizes`` (each group's, in order) is given.
+
+        While batches are being handed out the collector stays paused, when nothing awaits:
+        it would otherwise rescan every score built so far after each batch. It resumes (and
+        catches up) once the last batch is handed out, while the workers finish."""
+        with gc_paused() if not self._async else contextlib.nullcontext():
+            if sizes is None:
+                start = 0
+                while start < len(items):
+                    end = min(len(items), start + self._batch_limit(len(items) - start))
+                    yield _Batch(items[start:end], [end - start])
+                    start = end
+                return
+            start = end = 0
+            batch_sizes: list[int] = []
+            for size in sizes:
+                end += size
+                batch_sizes.append(size)
+                if end - start >= self._batch_limit(len(items) - start):
+                    yield _Batch(items[start:end], batch_sizes)
+                    start, batch_sizes = end, []
+            if batch_sizes:
+                yield _Batch(items[start:end], batch_sizes)
+
+    def _batch_limit(self, remaining: int) -> int:
+        # A share of what is left per worker (guided scheduling), never below a few groups.
+        share = remaining // (2 * max(1, self.workers))
+        return max(min(self.batch_rollouts, 64), min(self.batch_rollouts, share))
 
     @staticmethod
-    def _drain(pending: list[Future[list[list[Score]]]], ordered: bool,
-               block: bool) -> Iterator[list[Score]]:
+    def _drain(pending: list[tuple[_Batch, Future[list[Score]]]], ordered: bool,
+               block: bool) -> Iterator[tuple[_Batch, list[Score]]]:
         if ordered:
-            while pending and (block or pending[0].done()):
-                yield from pending.pop(0).result()
+            while pending and (block or pending[0][1].done()):
+                batch, future = pending.pop(0)
+                yield batch, future.result()
                 block = False
         else:
-            done = [f for f in pending if f.done()]
+            done = [entry for entry in pending if entry[1].done()]
             if not done and block:
                 import concurrent.futures
 
-                concurrent.futures.wait(pending, return_when=concurrent.futures.FIRST_COMPLETED)
-                done = [f for f in pending if f.done()]
-            for future in done:
-                pending.remove(future)
-                yield from future.result()
+                concurrent.futures.wait([f for _, f in pending],
+                                        return_when=concurrent.futures.FIRST_COMPLETED)
+                done = [entry for entry in pending if entry[1].done()]
+            for entry in done:
+                pending.remove(entry)
+                yield entry[0], entry[1].result()
 
-    async def _score_groups(self, groups: list[list[Rollout]]) -> list[list[Score]]:
+    async def _score_batch(self, batch: _Batch) -> list[Score]:
+        """Score one batch of whole groups; scores in the batch's order."""
+        rollouts = batch.rollouts
         # The collector pauses around the allocation-heavy steps, never across an await.
         with gc_paused():
-            rollouts = [r for group in groups for r in group]
             results: dict[str, list[Cell]] = {
                 c.name: [None] * len(rollouts) for c in self.rubric.components
             }
             cached = self._cached(rollouts, results)
+        plain: set[str] = set()  # components known to hold finite floats only
         work = []
         if self._sync:
-            work.append(self._run_sync(groups, rollouts, results))
+            work.append(self._run_sync(batch, results, plain))
         for component in self._async:
-            work.append(self._run_async(component, groups, results))
+            work.append(self._run_async(component, batch, results))
         if len(work) == 1:
             await work[0]  # no gather: the in-process path then never suspends (see _now)
         elif work:
@@ -520,15 +571,11 @@ class Engine:
         with gc_paused():
             if cached is not None:
                 self._record(cached, results)
-            scores = self._combine(rollouts, [results[name] for name in self.rubric.names])
-        out = []
-        start = 0
-        for group in groups:
-            out.append(scores[start : start + len(group)])
-            start += len(group)
-        return out
+            return self._combine(rollouts, [results[name] for name in self.rubric.names],
+                                 [name in plain for name in self.rubric.names])
 
-    def _combine(self, rollouts: list[Rollout], columns: list[list[Cell]]) -> list[Score]:
+    def _combine(self, rollouts: list[Rollout], columns: list[list[Cell]],
+                 known_plain: list[bool]) -> list[Score]:
         rubric = self.rubric
         names = rubric.names
         weights = [c.weight for c in rubric.components]
@@ -537,7 +584,8 @@ class Engine:
         simple = rubric.formula is None and rubric.quantize is None and not any(
             c.requires for c in rubric.components)
         ok = Status.OK
-        if simple and all(_floats_only(column) for column in columns):
+        if simple and all(known or _floats_only(column)
+                          for known, column in zip(known_plain, columns)):
             floats = cast("list[list[float]]", columns)
             if len(floats) == 2:  # the common shape, spelled out: it runs once per rollout
                 (n1, n2), (w1, w2), (c1, c2) = names, weights, floats
@@ -610,8 +658,9 @@ class Engine:
             return [_as_tuple(r) for r in rollouts]
         return [_column(name, rollouts) for name in self._layout]
 
-    async def _run_sync(self, groups: list[list[Rollout]], rollouts: list[Rollout],
-                        results: dict[str, list[Cell]]) -> None:
+    async def _run_sync(self, batch: _Batch, results: dict[str, list[Cell]],
+                        plain: set[str]) -> None:
+        rollouts = batch.rollouts
         singles = self._singles
         count = len(singles)
         size = len(rollouts)
@@ -620,7 +669,7 @@ class Engine:
         if self.workers == 0 and not self._sync_groups and count and everything:
             self.calls += size * count
             with gc_paused():
-                self._run_columns_inline(rollouts, columns)
+                self._run_columns_inline(rollouts, columns, plain)
             return
         limits_of = [float(c.timeout or self.rubric.timeout) for c in singles]
         items: Sequence[Any]
@@ -636,9 +685,9 @@ class Engine:
             group_limits: list[float] = []
             group_targets: list[tuple[str, list[int]]] = []
             start = 0
-            for group in groups:
-                span = list(range(start, start + len(group)))
-                start += len(group)
+            for group_size in batch.sizes:
+                span = list(range(start, start + group_size))
+                start += group_size
                 for k, component in enumerate(self._sync_groups):
                     listed.append((k, [_as_tuple(rollouts[i]) for i in span]))  # type: ignore[arg-type]
                     group_limits.append(float(component.timeout or self.rubric.timeout))
@@ -652,21 +701,22 @@ class Engine:
         with gc_paused():
             shared = self._payload(rollouts) if count else []
         if self.workers > 0:
-            batch = await asyncio.wrap_future(
+            done = await asyncio.wrap_future(
                 self._worker_pool().run(self._program_key, items, limits, shared))
         else:
-            batch = self._run_inline(items, shared)
+            done = self._run_inline(items, shared)
         with gc_paused():
             if type(items) is range:
-                _store_columns(batch, size, columns)
+                if _store_columns(done, size, columns):
+                    plain.update(c.name for c in singles)
             else:
-                self._store_batch(batch, items, size, columns, group_targets, results)
+                self._store_batch(done, items, size, columns, group_targets, results)
 
     def _store_batch(self, batch: BatchResult, items: Sequence[Any], size: int,
                      columns: list[list[Cell]], group_targets: list[tuple[str, list[int]]],
                      results: dict[str, list[Cell]]) -> None:
         """Put a worker batch's values into the result columns, failures included."""
-        values, failures = batch.values, batch.failures
+        values, failures = cast("list[Any]", batch.values), batch.failures
         singles_done = len(items) - len(group_targets)
         for position in range(singles_done):
             k, row = divmod(items[position], size)
@@ -687,7 +737,8 @@ class Engine:
                 for index, compact in zip(span, values[position]):
                     column[index] = _expand(compact)
 
-    def _run_columns_inline(self, rollouts: list[Rollout], columns: list[list[Cell]]) -> None:
+    def _run_columns_inline(self, rollouts: list[Rollout], columns: list[list[Cell]],
+                            plain: set[str]) -> None:
         """In-process, one column at a time: no per-call bookkeeping unless a call fails."""
         if self._layout is not None:
             # The fields every reward reads are taken once per rollout, not once per reward.
@@ -715,6 +766,7 @@ class Engine:
                     append(ComponentResult.failed(Status.ERROR, format_exception(exc)))
             if _floats_only(values) and math.isfinite(sum(values)):
                 column[:] = values  # plain finite floats: the usual case
+                plain.add(component.name)
                 continue
             for index, value in enumerate(values):
                 if type(value) is float and value - value == 0.0:
@@ -736,21 +788,21 @@ class Engine:
                 failures[position] = (ERROR, format_exception(exc))
         return BatchResult(values, failures)
 
-    async def _run_async(self, component: Component, groups: list[list[Rollout]],
+    async def _run_async(self, component: Component, batch: _Batch,
                          results: dict[str, list[Cell]]) -> None:
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.max_concurrency)
         column = results[component.name]
         timeout = float(component.timeout or self.rubric.timeout)
-        offsets = list(itertools.accumulate([0] + [len(g) for g in groups]))
+        offsets = list(itertools.accumulate([0, *batch.sizes]))
         tasks = []
         if component.evaluator is not None or component.group:
-            for offset, group in zip(offsets, groups):
+            for offset, group in zip(offsets, _split(batch.rollouts, batch.sizes)):
                 tasks.append(self._async_group(component, group, offset, column, timeout))
         else:
             binder = make_binder(component.func, component.params,  # type: ignore[arg-type]
                                  what=f"component {component.name!r}")
-            for index, rollout in enumerate(r for g in groups for r in g):
+            for index, rollout in enumerate(batch.rollouts):
                 if column[index] is None:
                     tasks.append(self._async_one(component, binder, rollout, index, column,
                                                  timeout))
@@ -800,20 +852,37 @@ class Engine:
                 column[offset + i] = ComponentResult.failed(Status.ERROR, format_exception(exc))
 
 
-def _contiguous_groups(items: list[Rollout]) -> list[list[Rollout]] | None:
-    """The groups as slices when each group's rollouts sit together; None otherwise."""
-    runs: list[list[Rollout]] = []
-    seen: set[str] = set()
+def _contiguous_sizes(items: list[Rollout]) -> list[int] | None:
+    """The size of each group when each group's rollouts sit together; None otherwise."""
+    if not items:
+        return []
+    keys = list(map(operator.attrgetter("group"), items))
+    # Where the group changes, found at C speed (no Python code runs per rollout).
+    starts = [0, *itertools.compress(range(1, len(keys)), map(operator.ne, keys[1:], keys))]
+    if len(starts) != len(set(keys)):
+        return None  # some group comes back after another one
+    return list(map(operator.sub, [*starts[1:], len(keys)], starts))
+
+
+def _split(items: list[Any], sizes: list[int]) -> list[list[Any]]:
+    out = []
     start = 0
-    # groupby walks the keys at C speed; Python runs once per group, not once per rollout.
-    for group, run in itertools.groupby(map(operator.attrgetter("group"), items)):
-        if group in seen:
-            return None
-        seen.add(group)
-        size = len(list(run))
-        runs.append(items[start : start + size])
+    for size in sizes:
+        out.append(items[start : start + size])
         start += size
-    return runs
+    return out
+
+
+class _Batch(NamedTuple):
+    """Rollouts of whole groups, one after another, and the size of each group."""
+
+    rollouts: list[Rollout]
+    sizes: list[int]
+
+    @classmethod
+    def of(cls, groups: Iterable[Sequence[Rollout]]) -> _Batch:
+        listed = [list(group) for group in groups]
+        return cls([r for group in listed for r in group], [len(group) for group in listed])
 
 
 def _now(coroutine: Any) -> Any:
@@ -859,9 +928,14 @@ def _column(name: str, rollouts: list[Rollout]) -> list[Any]:
     return [getter(r) for r in rollouts]
 
 
-def _store_columns(batch: BatchResult, size: int, columns: list[list[Cell]]) -> None:
-    """Put a whole batch's values (component-major, every call made) into the columns."""
+def _store_columns(batch: BatchResult, size: int, columns: list[list[Cell]]) -> bool:
+    """Put a whole batch's values (component-major, every call made) into the columns;
+    True when they are all finite floats."""
     values, failures = batch.values, batch.failures
+    if isinstance(values, array.array):  # the worker found nothing but finite floats
+        for k, column in enumerate(columns):
+            column[:] = values[k * size : (k + 1) * size].tolist()
+        return True
     for k, column in enumerate(columns):
         part = values[k * size : (k + 1) * size]
         if not _floats_only(part):
@@ -870,6 +944,7 @@ def _store_columns(batch: BatchResult, size: int, columns: list[list[Cell]]) -> 
     for position, failure in failures.items():
         k, row = divmod(position, size)
         columns[k][row] = _failure(*failure)
+    return False
 
 
 def _as_result(cell: Cell) -> ComponentResult:

@@ -16,7 +16,9 @@ dispatch through the program).
 
 from __future__ import annotations
 
+import array
 import contextlib
+import functools
 import gc
 import io
 import multiprocessing
@@ -24,6 +26,7 @@ import multiprocessing.connection
 import os
 import pickle
 import queue
+import struct
 import threading
 import time
 import traceback
@@ -41,7 +44,15 @@ OK, ERROR, TIMEOUT = 0, 1, 2
 Outcome = tuple[int, Any]  # (OK, value) | (ERROR, message) | (TIMEOUT, message)
 
 _POLL_SECONDS = 0.01
-_SLOT_INDEX, _SLOT_START = 0, 1
+# The shared slot: the running call's index in its batch, when it started, and which batch
+# (counted per worker process) it belongs to.
+_SLOT_INDEX, _SLOT_START, _SLOT_BATCH = 0, 1, 2
+_SLOT_SIZE = 3
+# Batches travel through a buffer shared with each worker, in two halves so that the next batch
+# can be written while the current one runs; a larger batch goes through the pipe. A message
+# that starts with this byte (never the first byte of a pickle) names the half and the size.
+_HALF = 4 << 20
+_IN_BUFFER = b"\x00"
 
 
 class CallTimeout(Exception):
@@ -102,18 +113,32 @@ def format_exception(exc: BaseException) -> str:
 # ---------------------------------------------------------------- worker process side
 
 
-def _worker_main(conn: multiprocessing.connection.Connection, slot: Any) -> None:
+def _worker_main(conn: multiprocessing.connection.Connection, slot: Any, buffer: Any) -> None:
     programs: dict[str, Callable[[Any, Any], Any]] = {}
     # A memoryview writes to shared memory several times faster than ctypes item assignment,
     # and this runs twice per call.
     view: Any = memoryview(slot).cast("B").cast("d")
+    halves = memoryview(buffer).cast("B")
+    batches = 0
     while True:
         try:
-            raw = conn.recv_bytes()
+            raw: Any = conn.recv_bytes()
+            if raw[:1] == _IN_BUFFER:  # the batch lies in one half of the shared buffer
+                half, size = struct.unpack_from("!BQ", raw, 1)
+                raw = halves[half * _HALF : half * _HALF + size]
         except (EOFError, OSError):
             return
         with gc_paused():
-            message = pickle.loads(raw)
+            try:
+                message = pickle.loads(raw)
+            except BaseException as exc:  # noqa: BLE001 - only a batch carries user data
+                batches += 1
+                view[_SLOT_BATCH] = batches
+                del raw
+                conn.send_bytes(pickle.dumps((
+                    "unreadable", f"the batch could not be read in a worker process: "
+                                  f"{format_exception(exc)}")))
+                continue
             kind = message[0]
             if kind == "stop":
                 return
@@ -126,6 +151,9 @@ def _worker_main(conn: multiprocessing.connection.Connection, slot: Any) -> None
                     reply = pickle.dumps(("registered", key, format_exception(exc)))
             else:
                 _, key, shared, items = message
+                batches += 1
+                view[_SLOT_START] = 0.0
+                view[_SLOT_BATCH] = batches
                 reply = _run_batch(programs[key], shared, items, view)
             del message, raw
         conn.send_bytes(reply)
@@ -140,8 +168,10 @@ def _run_batch(program: Callable[[Any, Any], Any], shared: Any, items: Sequence[
     failures: dict[int, Outcome] = {}
     append = values.append
     segments = getattr(program, "segments", None)
+    reply: Any = values
     if segments is not None and type(items) is range:
         index = 0
+        plain = True  # every value a finite float so far
         for call, args, fix in segments(items, shared):
             for arg in args:
                 view[_SLOT_START] = clock()
@@ -150,13 +180,17 @@ def _run_batch(program: Callable[[Any, Any], Any], shared: Any, items: Sequence[
                     value = call(arg)
                     if type(value) is not float or value - value != 0.0:
                         value = fix(value)  # anything but a finite float: the program's form
+                        plain = plain and type(value) is float
                 except BaseException as exc:  # noqa: BLE001 - a failure is data
                     value = None
+                    plain = False
                     failures[index] = (ERROR, format_exception(exc))
                 append(value)
                 index += 1
         if index != len(items):
             raise RuntimeError(f"program segments made {index} calls for {len(items)} items")
+        if plain:
+            reply = array.array("d", values)  # one block of bytes, and no type check later
     else:
         for index, item in enumerate(items):
             view[_SLOT_START] = clock()
@@ -168,7 +202,7 @@ def _run_batch(program: Callable[[Any, Any], Any], shared: Any, items: Sequence[
                 failures[index] = (ERROR, format_exception(exc))
     view[_SLOT_START] = 0.0  # not running a call while the reply is pickled and sent
     try:
-        return pickle.dumps(("done", values, failures), protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps(("done", reply, failures), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:  # noqa: BLE001 - an unpicklable result is that call's error
         return pickle.dumps(("done", *_picklable(values, failures, exc)))
 
@@ -203,9 +237,13 @@ def _dumps(message: Any) -> bytes:
 
 @dataclass
 class BatchResult:
-    """What a batch returned: ``values[i]`` for call i, unless ``failures`` holds call i."""
+    """What a batch returned: ``values[i]`` for call i, unless ``failures`` holds call i.
 
-    values: list[Any]
+    ``values`` is a list, or an ``array('d')`` when a batch run by segments returned nothing
+    but finite floats.
+    """
+
+    values: list[Any] | array.array[float]
     failures: dict[int, Outcome]
 
     def outcome(self, index: int) -> Outcome:
@@ -230,6 +268,9 @@ class _Worker:
     conn: multiprocessing.connection.Connection
     slot: Any
     known: set[str] = field(default_factory=set)
+    buffer: Any = None  # shared with the process: two halves of _HALF bytes
+    sent: int = 0  # batches sent to this process
+    halves_used: list[int] = field(default_factory=list)  # halves of batches not yet answered
 
 
 class WorkerPool:
@@ -336,13 +377,28 @@ class WorkerPool:
 
     def _spawn(self) -> _Worker:
         parent_conn, child_conn = self._context.Pipe()
-        slot = self._context.Array("d", 2, lock=False)
+        slot = self._context.Array("d", _SLOT_SIZE, lock=False)
+        buffer = self._context.RawArray("B", 2 * _HALF)  # pages are taken only when written
         process = self._context.Process(
-            target=_worker_main, args=(child_conn, slot), name="rewardsmith-worker", daemon=True
+            target=_worker_main, args=(child_conn, slot, buffer), name="rewardsmith-worker",
+            daemon=True,
         )
         process.start()
         child_conn.close()
-        return _Worker(process, parent_conn, slot)
+        return _Worker(process, parent_conn, slot, buffer=buffer)
+
+    def _send_batch(self, worker: _Worker, blob: bytes) -> None:
+        """Send one batch: through a free half of the shared buffer when it fits."""
+        free = [h for h in (0, 1) if h not in worker.halves_used]
+        if len(blob) <= _HALF and free:
+            half = free[0]
+            memoryview(worker.buffer).cast("B")[half * _HALF : half * _HALF + len(blob)] = blob
+            worker.conn.send_bytes(_IN_BUFFER + struct.pack("!BQ", half, len(blob)))
+            worker.halves_used.append(half)
+        else:
+            worker.conn.send_bytes(blob)
+            worker.halves_used.append(-1)
+        worker.sent += 1
 
     def _kill(self, worker: _Worker) -> None:
         with contextlib.suppress(Exception):
@@ -355,15 +411,21 @@ class WorkerPool:
 
     def _drive(self) -> None:
         worker: _Worker | None = None
+        ahead = _Ahead()
         try:
             while True:
-                job = self._queue.get()
+                if ahead.job is not None:
+                    job, sent = ahead.take(worker)
+                elif ahead.stop:
+                    return
+                else:
+                    job, sent = self._queue.get(), False
                 if job is None:
                     return
                 try:
                     if worker is None or not worker.process.is_alive():
-                        worker = self._spawn()
-                    worker = self._run_job(worker, job)
+                        worker, sent = self._spawn(), False
+                    worker = self._run_job(worker, job, sent, ahead)
                 except BaseException as exc:  # noqa: BLE001 - never lose a caller's future
                     if not job.future.done():
                         job.future.set_exception(exc)
@@ -371,6 +433,8 @@ class WorkerPool:
                         self._kill(worker)
                     worker = None
         finally:
+            if ahead.job is not None and not ahead.job.future.done():
+                ahead.job.future.set_exception(RuntimeError("the worker pool was closed"))
             if worker is not None:
                 with contextlib.suppress(Exception):
                     worker.conn.send_bytes(pickle.dumps(("stop",)))
@@ -388,26 +452,52 @@ class WorkerPool:
         worker.known.add(key)
         return None
 
-    def _run_job(self, worker: _Worker, job: _Job) -> _Worker:
+    def _send_ahead(self, worker: _Worker, ahead: _Ahead) -> None:
+        """While a batch runs, send the next one to the same worker, so that it starts the
+        moment this one is done instead of after a round trip through this process."""
+        if ahead.job is not None or ahead.stop:
+            return
+        try:
+            job = self._queue.get_nowait()
+        except queue.Empty:
+            return
+        if job is None:
+            ahead.stop = True
+            return
+        ahead.job = job
+        if job.key not in worker.known or len(worker.halves_used) != 1:
+            return  # loading a program needs a round trip: sent when its turn comes
+        blob = _dumps(("run", job.key, job.shared, job.items))
+        if len(blob) > _HALF:
+            return  # through the pipe, which could block this thread: sent when its turn comes
+        self._send_batch(worker, blob)
+        ahead.worker = worker
+
+    def _run_job(self, worker: _Worker, job: _Job, sent: bool, ahead: _Ahead) -> _Worker:
         size = len(job.items)
         values: list[Any] = [None] * size
         failures: dict[int, Outcome] = {}
         pending: list[int] | None = None  # None: every item, in order (the usual case)
+        number = worker.sent  # when already sent, the last batch sent to this worker
         while True:
-            try:
-                problem = self._ensure_program(worker, job.key)
-            except (EOFError, OSError):
-                problem = "the worker process exited while loading the reward"
             todo = range(size) if pending is None else pending
-            if problem is not None:
-                for index in todo:
-                    failures[index] = (ERROR, problem)
-                break
-            items = job.items if pending is None else [job.items[i] for i in pending]
-            worker.slot[_SLOT_START] = 0.0
-            worker.conn.send_bytes(_dumps(("run", job.key, job.shared, items)))
+            if not sent:
+                try:
+                    problem = self._ensure_program(worker, job.key)
+                except (EOFError, OSError):
+                    problem = "the worker process exited while loading the reward"
+                if problem is not None:
+                    for index in todo:
+                        failures[index] = (ERROR, problem)
+                    break
+                items = job.items if pending is None else [job.items[i] for i in pending]
+                worker.slot[_SLOT_START] = 0.0
+                self._send_batch(worker, _dumps(("run", job.key, job.shared, items)))
+                number = worker.sent
+            sent = False
             limits = job.limits if pending is None else [job.limits[i] for i in pending]
-            reply, failed_at, failure = self._wait(worker, limits)
+            prefetch = functools.partial(self._send_ahead, worker, ahead)
+            reply, failed_at, failure = self._wait(worker, limits, number, prefetch)
             if reply is not None:
                 got_values, got_failures = reply
                 if pending is None:
@@ -418,6 +508,11 @@ class WorkerPool:
                         values[index] = got_values[position]
                         if position in got_failures:
                             failures[index] = got_failures[position]
+                break
+            if failed_at < 0:  # the batch itself could not be run: every call gets why
+                for index in todo:
+                    failures[index] = failure
+                worker = self._spawn()
                 break
             # The worker was killed (timeout) or died at position ``failed_at``: that call gets
             # the failure; the calls before it are redone (their results died with it).
@@ -431,8 +526,10 @@ class WorkerPool:
             job.future.set_result(BatchResult(values, failures))
         return worker
 
-    def _wait(self, worker: _Worker, limits: Sequence[float]
+    def _wait(self, worker: _Worker, limits: Sequence[float], number: int,
+              idle: Callable[[], None]
               ) -> tuple[tuple[list[Any], dict[int, Outcome]] | None, int, Outcome]:
+        """Wait for batch ``number``'s reply, killing the worker when a call runs too long."""
         slot = worker.slot
         while True:
             try:
@@ -442,9 +539,17 @@ class WorkerPool:
             if ready:
                 try:
                     message = pickle.loads(worker.conn.recv_bytes())
-                    return (message[1], message[2]), -1, (OK, None)
                 except (EOFError, OSError):
-                    return None, *self._died(worker)
+                    return None, *self._died(worker, number)
+                worker.halves_used.pop(0)  # replies come in the order batches were sent
+                if message[0] == "unreadable":
+                    return None, -1, (ERROR, message[1])
+                return (message[1], message[2]), -1, (OK, None)
+            idle()
+            if slot[_SLOT_BATCH] != number:  # not started yet (or still reading the batch)
+                if not worker.process.is_alive():
+                    return None, *self._died(worker, number)
+                continue
             index_seen = slot[_SLOT_INDEX]
             started = slot[_SLOT_START]
             if slot[_SLOT_INDEX] != index_seen:
@@ -458,14 +563,34 @@ class WorkerPool:
                         TIMEOUT, f"timed out after {limit:g} s (worker process killed)"
                     )
             elif not worker.process.is_alive():
-                return None, *self._died(worker)
+                return None, *self._died(worker, number)
 
-    def _died(self, worker: _Worker) -> tuple[int, Outcome]:
-        index = int(worker.slot[_SLOT_INDEX])
+    def _died(self, worker: _Worker, number: int) -> tuple[int, Outcome]:
+        started = worker.slot[_SLOT_BATCH] == number
+        index = int(worker.slot[_SLOT_INDEX]) if started else -1
         worker.process.join(timeout=1)
         code = worker.process.exitcode
         self._kill(worker)
+        if not started:
+            return -1, (ERROR, f"the worker process died before running this batch (exit code "
+                               f"{code})")
         return index, (ERROR, f"the worker process died while running this call (exit code {code})")
+
+
+class _Ahead:
+    """The job a driver took from the queue before its current one finished."""
+
+    def __init__(self) -> None:
+        self.job: _Job | None = None
+        self.worker: _Worker | None = None  # the worker it was sent to, if sent
+        self.stop = False  # the pool is closing: stop after the current job
+
+    def take(self, worker: _Worker | None) -> tuple[_Job | None, bool]:
+        """The job, and whether ``worker`` (alive) already has all of it."""
+        job, target = self.job, self.worker
+        sent = target is not None and target is worker and worker.process.is_alive()
+        self.job, self.worker = None, None
+        return job, sent
 
 
 class _Apply:
