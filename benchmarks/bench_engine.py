@@ -7,7 +7,7 @@ setting runs in a fresh process (so CPU affinity applies to its worker processes
 - one core: the process and its workers pinned to one CPU, engine with default settings;
 - two workers: both CPUs, ``workers=2``.
 
-    python benchmarks/bench_engine.py [--rollouts 100000] [--repeat 3]
+    python benchmarks/bench_engine.py [--rollouts 100000] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -100,16 +100,18 @@ def parallel_ceiling(n: int = 3_000_000) -> float:
     one: the most any two-worker engine can gain over a one-process loop on this machine."""
     import multiprocessing
 
-    alone = min(_burn(n) for _ in range(2))
+    alone = together = float("inf")
     with multiprocessing.get_context("spawn").Pool(2) as pool:
-        together = min(max(pool.map(_burn, [n, n])) for _ in range(2))
+        for _ in range(3):  # interleaved, so that a slow moment does not favour either side
+            alone = min(alone, _burn(n))
+            together = min(together, max(pool.map(_burn, [n, n])))
     return 2 * alone / together
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rollouts", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--mode", choices=["one-core", "two-workers"])
     args = parser.parse_args()
     if args.mode:

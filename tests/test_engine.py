@@ -151,7 +151,7 @@ def test_group_rewards_see_whole_groups_whatever_the_input_order(workers: int) -
     assert sorted(s.to_dict()["id"] for s in contiguous) == sorted(r.id for r in items)
     by_id = {s.id: s.to_dict() for s in contiguous}
     assert [by_id[s.id] for s in scores] == [s.to_dict() for s in scores]
-    assert gc.isenabled()  # the collector, paused while batches were handed out, is back
+    assert gc.isenabled()  # the collector, paused around batch steps, is back
 
 
 def test_stream_yields_groups_in_order_and_async_stream() -> None:

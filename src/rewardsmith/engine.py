@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import array
 import asyncio
-import contextlib
 import functools
 import itertools
 import math
@@ -500,29 +499,24 @@ class Engine:
     def _slices(self, items: list[Rollout], sizes: list[int] | None = None
                 ) -> Iterator[_Batch]:
         """Batches of ``items`` that shrink towards the end, so that every worker finishes at
-        about the same time: whole groups when ``sizes`` (each group's, in order) is given.
-
-        While batches are being handed out the collector stays paused, when nothing awaits:
-        it would otherwise rescan every score built so far after each batch. It resumes (and
-        catches up) once the last batch is handed out, while the workers finish."""
-        with gc_paused() if not self._async else contextlib.nullcontext():
-            if sizes is None:
-                start = 0
-                while start < len(items):
-                    end = min(len(items), start + self._batch_limit(len(items) - start))
-                    yield _Batch(items[start:end], [end - start])
-                    start = end
-                return
-            start = end = 0
-            batch_sizes: list[int] = []
-            for size in sizes:
-                end += size
-                batch_sizes.append(size)
-                if end - start >= self._batch_limit(len(items) - start):
-                    yield _Batch(items[start:end], batch_sizes)
-                    start, batch_sizes = end, []
-            if batch_sizes:
+        about the same time: whole groups when ``sizes`` (each group's, in order) is given."""
+        if sizes is None:
+            start = 0
+            while start < len(items):
+                end = min(len(items), start + self._batch_limit(len(items) - start))
+                yield _Batch(items[start:end], [end - start])
+                start = end
+            return
+        start = end = 0
+        batch_sizes: list[int] = []
+        for size in sizes:
+            end += size
+            batch_sizes.append(size)
+            if end - start >= self._batch_limit(len(items) - start):
                 yield _Batch(items[start:end], batch_sizes)
+                start, batch_sizes = end, []
+        if batch_sizes:
+            yield _Batch(items[start:end], batch_sizes)
 
     def _batch_limit(self, remaining: int) -> int:
         # A share of what is left per worker (guided scheduling), never below a few groups.
