@@ -165,3 +165,40 @@ def test_two_processes_write_one_store_at_once(tmp_path: Path) -> None:
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert db.execute("SELECT count(*) FROM store_items").fetchone() == (10 + 2 * 25 * 10,)
+
+
+def test_content_keys_are_those_stores_already_hold() -> None:
+    # Stored results are found by content key: the key of a rollout must never change.
+    from rewardsmith.types import content_hash
+
+    for rollout in ROLLOUTS:
+        old = content_hash(rollout.prompt, rollout.completion, rollout.answer, rollout.metadata,
+                           rollout.truncated, length=32)
+        assert rollout.content_key() == old
+    assert ROLLOUTS[0].content_key() == ROLLOUTS[3].content_key()
+    # Keys written by earlier versions of this library:
+    assert ROLLOUTS[0].content_key() == "f4bb42a7fd19f7263ce592feb8542e84"
+    assert ROLLOUTS[1].content_key() == "0783e027909018c626180544440be37d"
+
+
+def test_cells_by_key_and_by_number_agree(tmp_path: Path) -> None:
+    many = [Rollout(str(i), str(i // 4), "p", f"text {i}", i) for i in range(3000)]
+    keys = [r.content_key() for r in many]
+    with Store(tmp_path / "s.db") as store:
+        store.begin_run(many, rubric_name="r", rubric_id="x")
+        cells: list[float | ComponentResult] = [
+            float(i) if i % 7 else ComponentResult(None, Status.MASKED) for i in range(3000)]
+        cells[5] = ComponentResult.failed(Status.ERROR, "ValueError: no")  # not kept
+        cells[6] = ComponentResult(0.25, metrics={"tokens": 3.0})
+        store.record_cells("comp", keys[:2000], cells[:2000])
+        # Dense numbers (one range query) and sparse ones (by number) in this process ...
+        dense = store.lookup_cells("comp", keys)
+        sparse = store.lookup_cells("comp", keys[::500])
+    # ... and by key in a process that did not begin the run.
+    with Store(tmp_path / "s.db") as other:
+        by_key = other.lookup_cells("comp", keys)
+    assert dense == by_key
+    assert set(dense) == {keys[i] for i in range(2000) if i != 5}
+    assert dense[keys[1]] == 1.0 and dense[keys[7]] == ComponentResult(None, Status.MASKED)
+    assert dense[keys[6]] == ComponentResult(0.25, metrics={"tokens": 3.0})
+    assert sparse == {k: dense[k] for k in keys[::500] if k in dense}

@@ -265,6 +265,9 @@ class Engine:
         self.max_concurrency = max_concurrency
         self.batch_rollouts = max(1, batch_rollouts)
         self.cache = cache
+        # How a rollout's content key is found for the cache (a recorder that already hashed
+        # every rollout of its run answers without hashing again).
+        self.content_key: Callable[[Rollout], str] | None = None
         self._sync = [c for c in rubric.components if not c.is_async]
         self._async = [c for c in rubric.components if c.is_async]
         self._singles = [c for c in self._sync if not c.group]
@@ -606,23 +609,35 @@ class Engine:
         """Fill cells from the cache; return the keys and, per component, the cells to compute."""
         if self.cache is None:
             return None
-        keys = [r.content_key() for r in rollouts]
+        key_of = self.content_key
+        keys = ([r.content_key() for r in rollouts] if key_of is None
+                else [key_of(r) for r in rollouts])
+        # A store hands back plain ok results as bare floats, with no object made per result.
+        lookup_cells = getattr(self.cache, "lookup_cells", None)
         missing: dict[str, list[int]] = {}
         for component in self.rubric.components:
             if component.group:
                 continue  # a group reward's value depends on the whole group: never reused alone
-            found = self.cache.lookup(component.identity(), keys)
+            found: Mapping[str, float | ComponentResult] = (
+                lookup_cells(component.identity(), keys) if lookup_cells is not None
+                else self.cache.lookup(component.identity(), keys))
             column = results[component.name]
             if found:
                 for index, key in enumerate(keys):
                     hit = found.get(key)
-                    if hit is not None:
+                    if hit is None:
+                        continue
+                    if type(hit) is not float:
+                        result = cast(ComponentResult, hit)
                         # A plain ok result becomes a bare float, as if just computed, so the
                         # batch keeps the fast path.
-                        plain = (hit.status is Status.OK and not hit.metrics
-                                 and type(hit.value) is float)
-                        column[index] = hit.value if plain else hit
-            missing[component.name] = [i for i, cell in enumerate(column) if cell is None]
+                        plain = (result.status is Status.OK and not result.metrics
+                                 and type(result.value) is float)
+                        hit = cast(float, result.value) if plain else result
+                    column[index] = hit
+                missing[component.name] = [i for i, cell in enumerate(column) if cell is None]
+            else:
+                missing[component.name] = list(range(len(rollouts)))
         return keys, missing
 
     def _record(self, cached: tuple[list[str], dict[str, list[int]]],
@@ -630,11 +645,18 @@ class Engine:
         """Store the results computed in this batch (not those that came from the cache)."""
         assert self.cache is not None
         keys, missing = cached
+        record_cells = getattr(self.cache, "record_cells", None)
         for component in self.rubric.components:
             indices = missing.get(component.name)
             if not indices:
                 continue
             column = results[component.name]
+            if record_cells is not None:  # the store keeps what it may reuse
+                wanted = [(keys[i], column[i]) for i in indices if column[i] is not None]
+                if wanted:
+                    record_cells(component.identity(), [k for k, _ in wanted],
+                                 [c for _, c in wanted])
+                continue
             fresh = {}
             for index in indices:
                 cell = column[index]

@@ -8,7 +8,7 @@ content (``store.group_result_keys``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from .rubric import Rubric
 from .store import Store, group_result_keys
 from .summary import RunSummary, SummaryBuilder
 from .tabular import read_records, read_rollouts_any, read_scores_any
-from .types import ComponentResult, Rollout, Score, Status
+from .types import ComponentResult, Rollout, Score, Status, key_of_content
 
 __all__ = [
     "ImportResult",
@@ -115,11 +115,11 @@ class RunRecorder:
             identity: {} for _, identity in self.group_components}
         self._size = 0
 
-    def keyed(self, groups: Iterable[Sequence[Rollout]]) -> Iterator[list[Rollout]]:
-        """The groups with rollouts that know their keys (for the engine's cache lookups)."""
-        for group in groups:
-            yield [keyed_rollout(r, self._keys[id(r)]) if id(r) in self._keys else r
-                   for r in group]
+    def content_key(self, rollout: Rollout) -> str:
+        """``rollout.content_key()``, without hashing again for a rollout of this run (the
+        engine's ``content_key`` hook)."""
+        key = self._keys.get(id(rollout))
+        return key if key is not None else rollout.content_key()
 
     def add_group(self, rollouts: Sequence[Rollout], scores: Sequence[Score]) -> None:
         if not self.group_components:
@@ -151,9 +151,11 @@ def start_recording(store: Store, rubric: Rubric, rollouts: Sequence[Rollout], *
                     kind: str = "score", source: str = "") -> RunRecorder:
     """Record a new run of ``rollouts`` scored with ``rubric`` (its rollouts, in order, in one
     transaction) and return the recorder that keeps its group rewards' results."""
-    keys = [r.content_key() for r in rollouts]
+    contents = [r.content_json() for r in rollouts]
+    keys = [key_of_content(text) for text in contents]
     run_id = store.begin_run(rollouts, kind=kind, rubric_name=rubric.name, rubric_id=rubric.id,
-                             components=component_records(rubric), source=source, keys=keys)
+                             components=component_records(rubric), source=source, keys=keys,
+                             contents=contents)
     return RunRecorder(store, run_id, rubric,
                        keys={id(r): k for r, k in zip(rollouts, keys, strict=True)})
 

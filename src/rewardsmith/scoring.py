@@ -99,7 +99,9 @@ class ScoreJob:
             engine.check()  # judges and other evaluators fail here, before any scoring
             recorder = start_recording(store, self.rubric, rollouts, source=source) \
                 if store else None
-            scored = engine.stream(recorder.keyed(groups) if recorder else groups, coalesce=True)
+            if recorder is not None:
+                engine.content_key = recorder.content_key  # keys known: no second hashing
+            scored = engine.stream(groups, coalesce=True)
             waiting: list[tuple[list[Rollout], list[Score]]] = []
 
             def flush() -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StoreError
-from .types import ComponentResult, Rollout, Status, content_hash, stable_json
+from .types import ComponentResult, Rollout, Status, content_hash, key_of_content
 
 __all__ = [
     "DEFAULT_STORE_PATH",
@@ -262,7 +262,7 @@ class Store:
                 zip(keys, data, strict=True))
             return self._known_items(keys)
         cached = self._item_ids
-        if all(key in cached for key in keys):  # the rollouts of a run begun here
+        if all(map(cached.__contains__, keys)):  # the rollouts of a run begun here
             return cached
         known = self._known_items(keys)
         new = [key for key in dict.fromkeys(keys) if key not in known]
@@ -296,6 +296,16 @@ class Store:
             component = self._component(component_id, create=False)
             if component is None:
                 return found
+            # The rollouts of a run begun here have known, mostly consecutive numbers: their
+            # results are read by number, in one range when they are dense (no key lookups).
+            cached = self._item_ids
+            numbered = {cached[key]: key for key in unique if key in cached}
+            if numbered:
+                self._lookup_numbered(component, numbered, found)
+                if len(numbered) < len(unique):
+                    unique = [key for key in unique if key not in cached]
+                else:
+                    unique = []
             for start in range(0, len(unique), _CHUNK):
                 chunk = unique[start:start + _CHUNK]
                 rows = self._db.execute(
@@ -307,6 +317,46 @@ class Store:
                 for key, value, code, error, metrics in rows:
                     found[key] = _cell(value, code, error, metrics)
         return found
+
+    def _lookup_numbered(self, component: int, numbered: Mapping[int, str],
+                         found: dict[str, StoredCell]) -> None:
+        low, high = min(numbered), max(numbered)
+        select = "SELECT item, value, status, error, metrics FROM store_results WHERE component = ?"
+        if high - low < 4 * len(numbered) + 1024:
+            batches: Iterator[Any] = iter([self._db.execute(
+                f"{select} AND item BETWEEN ? AND ?", (component, low, high))])
+        else:
+            items = list(numbered)
+            batches = (self._db.execute(
+                f"{select} AND item IN ({','.join('?' * len(chunk))})", (component, *chunk))
+                for chunk in (items[i:i + _CHUNK] for i in range(0, len(items), _CHUNK)))
+        for rows in batches:
+            for item, value, code, error, metrics in rows:
+                key = numbered.get(item)
+                if key is not None:
+                    found[key] = _cell(value, code, error, metrics)
+
+    def record_cells(self, component_id: str, keys: Sequence[str],
+                     cells: Sequence[StoredCell]) -> None:
+        """Like ``record``, from parallel lists of keys and cells (a bare float is an ok
+        result without metrics): the bulk path, with no object made per result."""
+        now = time.time()
+        rows: list[tuple[str, float | None, int, str | None, str | None]] = []
+        for key, cell in zip(keys, cells, strict=True):
+            if type(cell) is float:
+                rows.append((key, cell, 0, None, None))
+            elif isinstance(cell, ComponentResult) and cell.status in _REUSABLE:
+                rows.append((key, cell.value, _CODE_OF[cell.status], cell.error,
+                             json.dumps(cell.metrics) if cell.metrics else None))
+        if not rows:
+            return
+        with self._guard("record"), self._write():
+            component = self._component(component_id, create=True)
+            items = self._items([row[0] for row in rows])
+            self._db.executemany(
+                "INSERT OR IGNORE INTO store_results VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(component, items[key], value, code, error, metrics, now)
+                 for key, value, code, error, metrics in rows])
 
     def record(self, component_id: str, results: Mapping[str, ComponentResult]) -> None:
         """Keep ``ok`` and ``masked`` results (one transaction); others are not reused.
@@ -377,14 +427,17 @@ class Store:
         components: Sequence[Mapping[str, Any]] = (),
         source: str = "",
         keys: Sequence[str] | None = None,
+        contents: Sequence[str] | None = None,
     ) -> str:
         """Record a new run holding ``rollouts`` (in this order) and their content, in one
-        transaction: after a crash the run is there in full, or not at all."""
+        transaction: after a crash the run is there in full, or not at all. ``contents`` and
+        ``keys`` (each rollout's ``content_json`` and ``content_key``) are computed when not
+        given."""
+        if contents is None:
+            contents = [r.content_json() for r in rollouts]
         if keys is None:
-            keys = [r.content_key() for r in rollouts]
+            keys = [key_of_content(text) for text in contents]
         run_id = _new_run_id(kind)
-        contents = [stable_json([r.prompt, r.completion, r.answer, r.metadata, r.truncated])
-                    for r in rollouts]
         with self._guard("recording the run"):
             with self._write():
                 items = self._items(keys, contents)

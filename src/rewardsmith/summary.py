@@ -8,14 +8,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .types import Score, Status
 
 __all__ = ["ComponentStats", "RunSummary", "SummaryBuilder"]
 
+_BLOCK = 8192  # rollouts whose values wait before they join the running statistics
+
 
 @dataclass
 class _Running:
-    """Welford's running mean and variance (one pass, numerically stable)."""
+    """Running count, mean, variance, minimum and maximum, fed a block of values at a time:
+    each block's own statistics (numpy, float64) are merged into the running ones with Chan's
+    formula, which stays accurate however many blocks come."""
 
     count: int = 0
     mean: float = 0.0
@@ -23,13 +29,20 @@ class _Running:
     minimum: float = math.inf
     maximum: float = -math.inf
 
-    def add(self, value: float) -> None:
-        self.count += 1
-        delta = value - self.mean
-        self.mean += delta / self.count
-        self.m2 += delta * (value - self.mean)
-        self.minimum = min(self.minimum, value)
-        self.maximum = max(self.maximum, value)
+    def add_block(self, values: Sequence[float]) -> None:
+        if not values:
+            return
+        block = np.asarray(values, dtype=np.float64)
+        count = int(block.size)
+        mean = float(block.mean())
+        m2 = float(np.square(block - mean).sum())
+        total = self.count + count
+        delta = mean - self.mean
+        self.m2 += m2 + delta * delta * self.count * count / total
+        self.mean += delta * count / total
+        self.count = total
+        self.minimum = min(self.minimum, float(block.min()))
+        self.maximum = max(self.maximum, float(block.max()))
 
     @property
     def std(self) -> float:
@@ -115,32 +128,55 @@ class SummaryBuilder:
         self.failures: dict[str, Counter[str]] = {name: Counter() for name in self.names}
         self.zero_variance = 0
         self.mixed = 0
+        # Values wait here and go into the running statistics a block at a time.
+        self._pending: dict[str, list[float]] = {name: [] for name in self.names}
+        self._pending_rewards: list[float] = []
+        self._waiting = 0  # rollouts since the last flush
 
     def add_group(self, scores: Iterable[Score]) -> None:
-        rewards: list[float] = []
+        group = list(scores)
         self.groups += 1
-        for score in scores:
-            self.rollouts += 1
-            self.statuses[score.status.value] += 1
-            if score.reward is not None:
-                self.reward.add(score.reward)
-                rewards.append(score.reward)
-            for name in self.names:
-                value = score.components.get(name)
+        self.rollouts += len(group)
+        ok = Status.OK
+        if all(score.status is ok for score in group):
+            self.statuses["ok"] += len(group)
+        else:
+            self.statuses.update(score.status.value for score in group)
+        rewards = [score.reward for score in group if score.reward is not None]
+        self._pending_rewards.extend(rewards)
+        for name in self.names:
+            values = [score.components.get(name) for score in group]
+            present = [value for value in values if value is not None]
+            self._pending[name].extend(present)
+            if len(present) == len(values):
+                continue
+            failures = self.failures[name]
+            for score, value in zip(group, values):
                 if value is not None:
-                    self.values[name].add(value)
-                elif name in score.errors:
-                    kind = "timeouts" if "timed out" in score.errors[name] else "errors"
-                    self.failures[name][kind] += 1
+                    continue
+                if name in score.errors:
+                    failures["timeouts" if "timed out" in score.errors[name] else "errors"] += 1
                 else:
-                    self.failures[name]["masked"] += 1
+                    failures["masked"] += 1
         if len(rewards) >= 2:
             if max(rewards) == min(rewards):
                 self.zero_variance += 1
             else:
                 self.mixed += 1
+        self._waiting += len(group)
+        if self._waiting >= _BLOCK:
+            self._flush()
+
+    def _flush(self) -> None:
+        self._waiting = 0
+        self.reward.add_block(self._pending_rewards)
+        self._pending_rewards = []
+        for name, pending in self._pending.items():
+            self.values[name].add_block(pending)
+            self._pending[name] = []
 
     def build(self, *, seconds: float = 0.0, bad_lines: Sequence[str] = ()) -> RunSummary:
+        self._flush()
         return RunSummary(
             rubric_name=self.rubric_name,
             rubric_id=self.rubric_id,

@@ -18,6 +18,7 @@ __all__ = [
     "message_text",
     "stable_json",
     "content_hash",
+    "key_of_content",
 ]
 
 Message = dict[str, Any]
@@ -86,6 +87,13 @@ def stable_json(value: Any) -> str:
     return _STABLE.encode(value)
 
 
+def key_of_content(content_json: str) -> str:
+    """A rollout's content key from its ``content_json`` (the same digest as
+    ``content_hash(prompt, completion, answer, metadata, truncated, length=32)``)."""
+    return hashlib.blake2b(content_json.encode("utf-8", "surrogatepass"),
+                           digest_size=16).hexdigest()
+
+
 def content_hash(*parts: Any, length: int = 16) -> str:
     """A short hex digest of values, stable across processes and runs."""
     digest = hashlib.blake2b(_STABLE.encode(parts).encode("utf-8", "surrogatepass"),
@@ -130,11 +138,14 @@ class Rollout:
         """The prompt's text: the string, or the last user message's content."""
         return message_text(self.prompt, role="user")
 
+    def content_json(self) -> str:
+        """Everything a reward can see (not ``id``), as stable JSON: what the store keeps."""
+        return stable_json([self.prompt, self.completion, self.answer, self.metadata,
+                            self.truncated])
+
     def content_key(self) -> str:
         """A hash of everything a reward can see (not ``id``): equal content, equal key."""
-        return content_hash(
-            self.prompt, self.completion, self.answer, self.metadata, self.truncated, length=32
-        )
+        return key_of_content(self.content_json())
 
     def to_dict(self) -> dict[str, Any]:
         return {
