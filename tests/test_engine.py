@@ -247,3 +247,53 @@ def test_workers_and_in_process_agree_on_every_kind_of_return() -> None:
     assert [s.id for s in in_workers] == [r.id for r in items]
     assert {s.status for s in in_workers} == {Status.OK, Status.ERROR, Status.MASKED}
     assert in_workers[1].metrics == {"dict.length": 6.0} and in_workers[1].reward == 5.5
+
+
+class _DictCache:
+    """A result cache in memory, with what it was asked to keep."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, dict[str, object]] = {}
+
+    def lookup(self, component_id: str, keys: list[str]) -> dict[str, object]:
+        stored = self.kept.get(component_id, {})
+        return {key: stored[key] for key in keys if key in stored}
+
+    def record(self, component_id: str, results: dict[str, object]) -> None:
+        self.kept.setdefault(component_id, {}).update(results)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_only_the_rewards_not_in_the_cache_are_called(workers: int) -> None:
+    first = Rubric([Component("format", "marker"), Component("len", spec("exact_len")),
+                    Component("correct", "gsm8k")])
+    items = [Rollout(str(i), str(i // 4), "p", f"sample {i}: #### {i % 5}", i % 3)
+             for i in range(200)]
+    cache = _DictCache()
+    with Engine(first, workers=workers, cache=cache, batch_rollouts=64) as engine:
+        before = engine.score(items)
+        assert engine.calls == 600
+    # The middle and last rewards change; the first is reused from the cache.
+    changed = Rubric([Component("format", "marker"),
+                      Component("len", spec("with_params"), params={"bonus": 2.0}),
+                      Component("correct", "number")])
+    with Engine(changed, workers=workers, cache=cache, batch_rollouts=64) as engine:
+        after = engine.score(items)
+        assert engine.calls == 400  # two rewards, 200 rollouts each; none for "format"
+    assert [s.components["format"] for s in after] == [s.components["format"] for s in before]
+    assert all(s.components["len"] == 2.0 for s in after)
+    assert [s.components["correct"] for s in after] == [
+        1.0 if i % 5 == i % 3 else 0.0 for i in range(200)]
+    # Only the first reward changes: it alone is computed, the two after it are reused.
+    again_rubric = Rubric([Component("format", "marker", params={"marker": "##"}),
+                           Component("len", spec("with_params"), params={"bonus": 2.0}),
+                           Component("correct", "number")])
+    with Engine(again_rubric, workers=workers, cache=cache, batch_rollouts=64) as engine:
+        again = engine.score(items)
+        assert engine.calls == 200
+    for name in ("len", "correct"):
+        assert [s.components[name] for s in again] == [s.components[name] for s in after]
+    from rewardsmith.rewards.formats import marker
+
+    assert [s.components["format"] for s in again] == [
+        marker(r.text, marker="##") for r in items]

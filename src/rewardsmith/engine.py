@@ -681,20 +681,22 @@ class Engine:
         count = len(singles)
         size = len(rollouts)
         columns = [results[c.name] for c in singles]
-        everything = all(column.count(None) == len(column) for column in columns)
-        if self.workers == 0 and not self._sync_groups and count and everything:
-            self.calls += size * count
+        # Rewards k0..k1-1 need every call and the others none: all of them in the usual case,
+        # the changed ones when a rescore found the others stored.
+        block = None if self._sync_groups else _missing_block(columns)
+        if self.workers == 0 and block is not None:
+            self.calls += size * (block[1] - block[0])
             with gc_paused():
-                self._run_columns_inline(rollouts, columns, plain)
+                self._run_columns_inline(rollouts, columns, plain, block)
             return
         limits_of = [float(c.timeout or self.rubric.timeout) for c in singles]
         items: Sequence[Any]
         limits: Sequence[float]
-        if everything and not self._sync_groups:
-            # Every single call, nothing else (the usual case): a range, which workers run
-            # one reward at a time, and limits computed from the position.
-            items = range(size * count)
-            limits = _ColumnLimits(limits_of, size)
+        if block is not None:
+            # A range of calls, which workers run one reward at a time, and limits computed
+            # from the position.
+            items = range(block[0] * size, block[1] * size)
+            limits = _ColumnLimits(limits_of[block[0] : block[1]], size)
         else:
             listed = [k * size + row for k in range(count) for row in range(size)
                       if columns[k][row] is None]
@@ -722,9 +724,9 @@ class Engine:
         else:
             done = self._run_inline(items, shared)
         with gc_paused():
-            if type(items) is range:
-                if _store_columns(done, size, columns):
-                    plain.update(c.name for c in singles)
+            if block is not None:
+                if _store_columns(done, size, columns[block[0] : block[1]]):
+                    plain.update(c.name for c in singles[block[0] : block[1]])
             else:
                 self._store_batch(done, items, size, columns, group_targets, results)
 
@@ -754,22 +756,26 @@ class Engine:
                     column[index] = _expand(compact)
 
     def _run_columns_inline(self, rollouts: list[Rollout], columns: list[list[Cell]],
-                            plain: set[str]) -> None:
-        """In-process, one column at a time: no per-call bookkeeping unless a call fails."""
+                            plain: set[str], block: tuple[int, int]) -> None:
+        """In-process, one column at a time (rewards ``block[0]`` to ``block[1] - 1``): no
+        per-call bookkeeping unless a call fails."""
+        first, end = block
+        size = len(rollouts)
         if self._layout is not None:
             # The fields every reward reads are taken once per rollout, not once per reward.
             program = self._program
             rows = program.build_rows(self._payload(rollouts))
             runs: list[tuple[Callable[[Any], Any], Sequence[Any]]] = [
                 (call, args) for call, args, _fix in program.runs(
-                    range(len(rollouts) * len(columns)), rows)]
+                    range(first * size, end * size), rows)]
         else:
             if self._inline_binders is None:
                 self._inline_binders = [make_binder(c.func, c.params,  # type: ignore[arg-type]
                                                     what=f"component {c.name!r}")
                                         for c in self._singles]
-            runs = [(binder, rollouts) for binder in self._inline_binders]
-        for component, (call, args), column in zip(self._singles, runs, columns):
+            runs = [(binder, rollouts) for binder in self._inline_binders[first:end]]
+        for component, (call, args), column in zip(self._singles[first:end], runs,
+                                                   columns[first:end]):
             values: list[Any] = []
             append = values.append
             while len(values) < len(args):
@@ -927,6 +933,20 @@ class _ColumnLimits(Sequence[float]):
         if not 0 <= index < len(self):
             raise IndexError(index)
         return self._limits[index // self._rows]
+
+
+def _missing_block(columns: list[list[Cell]]) -> tuple[int, int] | None:
+    """``(k0, k1)`` when columns k0..k1-1 are empty and every other one is full; else None."""
+    empty = [column.count(None) == len(column) for column in columns]
+    if not columns or not any(empty):
+        return None
+    first = empty.index(True)
+    end = first + 1
+    while end < len(empty) and empty[end]:
+        end += 1
+    if any(empty[end:]) or any(column.count(None) for column in columns[:first] + columns[end:]):
+        return None
+    return first, end
 
 
 def _floats_only(values: list[Any]) -> bool:

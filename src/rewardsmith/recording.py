@@ -27,7 +27,6 @@ __all__ = [
     "component_records",
     "group_positions",
     "import_scores",
-    "keyed_rollout",
     "reusable_result",
     "start_recording",
     "summarize",
@@ -77,26 +76,6 @@ def reusable_result(score: Score, name: str, names: Sequence[str]) -> ComponentR
         if key.startswith(prefix) and not any(key.startswith(o) for o in others)
     }
     return ComponentResult(float(value), Status.OK, None, metrics)
-
-
-class _KeyedRollout(Rollout):
-    """A rollout whose content key is already known (it was just recorded, or read from the
-    store), so the engine does not hash its content again."""
-
-    __slots__ = ("_key",)
-    _key: str
-
-    def content_key(self) -> str:
-        return self._key
-
-
-def keyed_rollout(rollout: Rollout, key: str) -> Rollout:
-    """A copy of ``rollout`` that answers ``content_key()`` with ``key`` (which must be its
-    key) without hashing."""
-    keyed = _KeyedRollout(rollout.id, rollout.group, rollout.prompt, rollout.completion,
-                          rollout.answer, rollout.metadata, rollout.truncated)
-    keyed._key = key
-    return keyed
 
 
 class RunRecorder:

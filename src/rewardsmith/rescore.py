@@ -27,7 +27,6 @@ from .recording import (
     RunRecorder,
     component_records,
     group_positions,
-    keyed_rollout,
     summarize,
 )
 from .rubric import Component, Rubric
@@ -312,27 +311,36 @@ class _KnownResults:
     """The engine's cache during a rescore: results already read from the store are answered
     from memory and not written again; new ones go to the store as each batch finishes."""
 
-    def __init__(self, store: Store, known: dict[str, dict[str, ComponentResult]],
+    def __init__(self, store: Store, known: dict[str, dict[str, StoredCell]],
                  items: dict[str, int]):
         self.store = store
         self.known = known
         self.items = items  # content key -> the store's item number
 
-    def lookup(self, component_id: str, keys: Sequence[str]) -> dict[str, ComponentResult]:
+    def lookup_cells(self, component_id: str, keys: Sequence[str]) -> dict[str, StoredCell]:
         known = self.known.get(component_id)
         if known is None:
-            return self.store.lookup(component_id, keys)
+            return self.store.lookup_cells(component_id, keys)
         return {key: known[key] for key in keys if key in known}
 
-    def record(self, component_id: str, results: Mapping[str, ComponentResult]) -> None:
+    def lookup(self, component_id: str, keys: Sequence[str]) -> dict[str, ComponentResult]:
+        return {key: _as_result(cell)
+                for key, cell in self.lookup_cells(component_id, keys).items()}
+
+    def record_cells(self, component_id: str, keys: Sequence[str],
+                     cells: Sequence[StoredCell]) -> None:
         known = self.known.get(component_id, {})
-        fresh = {key: result for key, result in results.items() if key not in known}
+        fresh = [(key, cell) for key, cell in zip(keys, cells, strict=True) if key not in known]
         if not fresh:
             return
-        if all(key in self.items for key in fresh):
-            self.store.record_items(component_id, {self.items[k]: r for k, r in fresh.items()})
-        else:
-            self.store.record(component_id, fresh)
+        numbers = [self.items.get(key) for key, _ in fresh]
+        self.store.record_cells(component_id, [key for key, _ in fresh],
+                                [cell for _, cell in fresh],
+                                items=None if None in numbers else cast("list[int]", numbers))
+
+    def record(self, component_id: str, results: Mapping[str, ComponentResult]) -> None:
+        keys = list(results)
+        self.record_cells(component_id, keys, [results[key] for key in keys])
 
 
 def _score_missing(store: Store, rubric: Rubric, source_run: str, run_id: str,
@@ -343,15 +351,17 @@ def _score_missing(store: Store, rubric: Rubric, source_run: str, run_id: str,
     """Score the groups that miss a result with the engine, which reuses what is stored and
     records what it computes, batch by batch; returns the calls made and judge usage."""
     flat = [p for g in groups for p in g]
-    known = {
-        c.identity(): {members.keys[p]: _as_result(columns[c.name][p]) for p in flat
-                       if columns[c.name][p] is not None}
-        for c in rubric.components if not c.group
-    }
-    loaded = store.load_rollouts(source_run, flat)
-    by_position = {p: keyed_rollout(r, members.keys[p])
-                   for p, r in zip(sorted(set(flat)), loaded, strict=True)}
+    known: dict[str, dict[str, StoredCell]] = {}
+    for c in rubric.components:
+        if not c.group:
+            column = columns[c.name]
+            known[c.identity()] = {members.keys[p]: cast(StoredCell, column[p]) for p in flat
+                                   if column[p] is not None}
+    positions = sorted(set(flat))
+    by_position = dict(zip(positions, store.load_rollouts(source_run, flat), strict=True))
     batches = [[by_position[p] for p in g] for g in groups]
+    # The engine asks for each rollout's content key: the store already knows it.
+    key_of_rollout = {id(by_position[p]): members.keys[p] for p in positions}
     sync_work = any(row.compute for row, c in zip(plan.components, rubric.components,
                                                    strict=True) if not c.is_async)
     # Without sync work to do, no worker process is started at all.
@@ -361,6 +371,7 @@ def _score_missing(store: Store, rubric: Rubric, source_run: str, run_id: str,
     with Engine(rubric, workers=engine_workers, max_concurrency=max_concurrency,
                 cache=_KnownResults(store, known, {members.keys[p]: members.items[p] for p in flat}),
                 store_path=store.path) as engine:
+        engine.content_key = lambda rollout: key_of_rollout[id(rollout)]
         engine.check()
         for group, rollouts, group_scores in zip(groups, batches,
                                                  engine.stream(batches, coalesce=True),

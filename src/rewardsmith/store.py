@@ -35,6 +35,7 @@ from typing import Any
 
 from .errors import StoreError
 from .types import ComponentResult, Rollout, Status, content_hash, key_of_content
+from .workers import gc_paused
 
 __all__ = [
     "DEFAULT_STORE_PATH",
@@ -337,26 +338,31 @@ class Store:
                     found[key] = _cell(value, code, error, metrics)
 
     def record_cells(self, component_id: str, keys: Sequence[str],
-                     cells: Sequence[StoredCell]) -> None:
+                     cells: Sequence[StoredCell], *, items: Sequence[int] | None = None) -> None:
         """Like ``record``, from parallel lists of keys and cells (a bare float is an ok
-        result without metrics): the bulk path, with no object made per result."""
+        result without metrics): the bulk path, with no object made per result. ``items``,
+        the keys' item numbers when the caller knows them, saves looking them up."""
         now = time.time()
-        rows: list[tuple[str, float | None, int, str | None, str | None]] = []
-        for key, cell in zip(keys, cells, strict=True):
+        rows: list[tuple[int, float | None, int, str | None, str | None]] = []
+        for position, cell in enumerate(cells):
             if type(cell) is float:
-                rows.append((key, cell, 0, None, None))
+                rows.append((position, cell, 0, None, None))
             elif isinstance(cell, ComponentResult) and cell.status in _REUSABLE:
-                rows.append((key, cell.value, _CODE_OF[cell.status], cell.error,
+                rows.append((position, cell.value, _CODE_OF[cell.status], cell.error,
                              json.dumps(cell.metrics) if cell.metrics else None))
         if not rows:
             return
         with self._guard("record"), self._write():
             component = self._component(component_id, create=True)
-            items = self._items([row[0] for row in rows])
+            if items is None:
+                known = self._items([keys[row[0]] for row in rows])
+                numbers = [known[keys[row[0]]] for row in rows]
+            else:
+                numbers = [items[row[0]] for row in rows]
             self._db.executemany(
                 "INSERT OR IGNORE INTO store_results VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(component, items[key], value, code, error, metrics, now)
-                 for key, value, code, error, metrics in rows])
+                [(component, number, value, code, error, metrics, now)
+                 for number, (_, value, code, error, metrics) in zip(numbers, rows)])
 
     def record(self, component_id: str, results: Mapping[str, ComponentResult]) -> None:
         """Keep ``ok`` and ``masked`` results (one transaction); others are not reused.
@@ -554,9 +560,11 @@ class Store:
             if data is None:
                 raise StoreError(f"rollout {rollout_id!r} of run {info.id} has no stored content")
         # One JSON document for all contents: decoding it is one call, not one per rollout.
-        contents = json.loads("[" + ",".join(row[3] for row in rows) + "]")
-        return [Rollout(rollout_id, group, *content)
-                for (_, rollout_id, group, _), content in zip(rows, contents, strict=True)]
+        # Nothing built here forms a cycle: the collector would only rescan it, many times.
+        with gc_paused():
+            contents = json.loads("[" + ",".join(row[3] for row in rows) + "]")
+            return [Rollout(rollout_id, group, *content)
+                    for (_, rollout_id, group, _), content in zip(rows, contents, strict=True)]
 
     def rollouts_by_id(self, run_id: str, ids: Sequence[str]) -> dict[str, Rollout]:
         """Rollouts of a run with the given ids (the first of each id)."""
