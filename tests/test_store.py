@@ -202,3 +202,28 @@ def test_cells_by_key_and_by_number_agree(tmp_path: Path) -> None:
     assert dense[keys[1]] == 1.0 and dense[keys[7]] == ComponentResult(None, Status.MASKED)
     assert dense[keys[6]] == ComponentResult(0.25, metrics={"tokens": 3.0})
     assert sparse == {k: dense[k] for k in keys[::500] if k in dense}
+
+
+def test_item_numbers_of_new_and_known_content_are_the_stored_ones(tmp_path: Path) -> None:
+    first = [Rollout(str(i), "g", "p", f"text {i % 50}", None) for i in range(120)]  # repeats
+    second = [Rollout(str(i), "g", "p", f"text {i}", None) for i in range(30, 90)]  # overlaps
+    with Store(tmp_path / "s.db") as store:
+        runs = [store.begin_run(first), store.begin_run(second)]
+        numbers = {run: store.members(run) for run in runs}
+        for run in runs:
+            store.record_cells(f"comp-{run}", numbers[run].keys,
+                               [float(i) for i in range(len(numbers[run]))])
+    db = sqlite3.connect(tmp_path / "s.db")
+    by_key = dict(db.execute("SELECT key, id FROM store_items"))
+    assert len(by_key) == 90
+    for run in runs:
+        members = numbers[run]
+        assert members.items == [by_key[key] for key in members.keys]
+        stored = dict(db.execute(
+            "SELECT r.item, r.value FROM store_results r JOIN store_components c "
+            "ON c.id = r.component WHERE c.identity = ?", (f"comp-{run}",)))
+        # The first result of each content stays; each is stored under its own item.
+        expected: dict[int, float] = {}
+        for position, item in enumerate(members.items):
+            expected.setdefault(item, float(position))
+        assert stored == expected

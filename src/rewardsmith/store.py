@@ -257,10 +257,18 @@ class Store:
     def _items(self, keys: Sequence[str], data: Sequence[str] | None = None) -> dict[str, int]:
         """Item numbers for ``keys``, numbering new ones in order (inside a write)."""
         if data is not None:  # content also fills in items first seen by key alone
+            last = self._db.execute("SELECT coalesce(max(id), 0) FROM store_items").fetchone()[0]
             self._db.executemany(
                 "INSERT INTO store_items (key, data) VALUES (?, ?) ON CONFLICT (key) "
                 "DO UPDATE SET data = excluded.data WHERE data IS NULL",
                 zip(keys, data, strict=True))
+            unique = list(dict.fromkeys(keys))
+            added = self._db.execute("SELECT count(*) FROM store_items WHERE id > ?",
+                                     (last,)).fetchone()[0]
+            if added == len(unique):
+                # Every key was new: SQLite numbered them one after another, in order, after
+                # the largest number before (this transaction holds the write lock).
+                return {key: last + 1 + rank for rank, key in enumerate(unique)}
             return self._known_items(keys)
         cached = self._item_ids
         if all(map(cached.__contains__, keys)):  # the rollouts of a run begun here
