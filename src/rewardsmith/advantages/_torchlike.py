@@ -13,15 +13,20 @@ not only on the dtype: numpy's pairwise sum of 16 x 0.3 in float32 is exact, tor
   to it one after another;
 * shorter rows take the scalar path: the same four-accumulator scheme over single elements.
 
-``lanes=8`` is AVX2 with float32, the order that reproduces the published figures for 16 x 0.3 (the mean
-of 16 x 0.3 is one ulp low). On an AVX-512 build (16 lanes) the same mean is exact, and on a
-GPU the order is a tree again: the residue is a property of the machine as much as of the
-reward. Large reductions that torch splits across threads are emulated as one thread.
+``lanes=8`` (float32; 4 for float64) is the order of every x86 CPU build of torch, whatever
+``torch.backends.cpu.get_cpu_capability()`` says: ``sum_stub`` is registered with
+``REGISTER_DISPATCH``, which leaves its AVX-512 slot empty, so AVX-512 machines run the AVX2
+kernel, and the DEFAULT kernel's generic vectors are 32 bytes too (checked bit for bit against
+torch 2.13 under AVX512, AVX2 and DEFAULT by ``benchmarks/check_torch_emulation.py``). It
+reproduces the published figures for 16 x 0.3 (the mean of 16 x 0.3 is one ulp low). Other
+``lanes`` values describe no x86 torch build (16 would make that mean exact); on a GPU the
+order is a tree again: the residue is a property of the machine as much as of the reward.
+Large reductions that torch splits across threads are emulated as one thread.
 
 ``torch_std`` follows the two variance paths of ``torch.std``: a call with one output element
-takes ``std_var_all_cpu`` (the float32 mean from ``torch_sum``, squared deviations summed in
-float64), any other takes Welford's algorithm in float64, emulated here by a float64
-two-pass (they agree once rounded to the input dtype). The first path keeps the float32
+takes ``std_var_all_cpu`` (the mean from ``torch_sum`` in the input dtype, then the squared
+deviations added one after another in float64), any other takes Welford's algorithm in
+float64, element by element, as ATen's ``WelfordOps`` does. The first path keeps the float32
 mean's residue, the second does not: for 16 x 0.3 one gives a std of 3.1e-8, the other 0.
 """
 
@@ -117,6 +122,18 @@ def torch_mean(values: FloatArray, *, lanes: int = AVX2_LANES) -> FloatArray:
     return out
 
 
+def _welford_m2(wide: FloatArray) -> FloatArray:
+    """Sum of squared deviations along the last axis by ATen's Welford update, in order."""
+    mean = np.zeros(wide.shape[:-1])
+    m2 = np.zeros(wide.shape[:-1])
+    for k in range(wide.shape[-1]):
+        value = wide[..., k]
+        delta = value - mean
+        mean = mean + delta / (k + 1)
+        m2 = m2 + delta * (value - mean)
+    return m2
+
+
 def torch_std(
     rows: FloatArray, *, one_output: bool, correction: int = 1, lanes: int = AVX2_LANES
 ) -> FloatArray:
@@ -124,17 +141,18 @@ def torch_std(
 
     ``one_output`` says whether the torch call had a single output element (``t.std()``, or
     ``t.std(-1)`` on a tensor with one row): then torch takes ``std_var_all_cpu``, centered on
-    its float32 mean; otherwise Welford in float64. Returns float64 holding values rounded to
-    the input dtype; a row with no more elements than ``correction`` gives NaN, as in torch.
+    its mean in the input dtype; otherwise Welford in float64. Returns float64 holding values
+    rounded to the input dtype; a row with no more elements than ``correction`` gives NaN, as
+    in torch.
     """
     data = np.asarray(rows)
     count = data.shape[-1]
     wide = data.astype(np.float64)
     if one_output:
         center = torch_mean(data, lanes=lanes).astype(np.float64)[:, None]
+        squares = _seq_sum((wide - center) ** 2, axis=-1)
     else:
-        center = wide.mean(axis=-1, keepdims=True)
-    squares = ((wide - center) ** 2).sum(axis=-1)
+        squares = _welford_m2(wide)
     denom = count - correction
     if denom <= 0:
         return np.full(squares.shape, np.nan)

@@ -12,7 +12,7 @@ trl           (r - mean) / (std + 1e-4); std by group, batch or none          0.
 slime         c = r - mean; c / (std(c) + 1e-6)                               0.0298
 miles         (r - mean) / (std + 1e-6) only where std > 0                    0.0289
 openrlhf      (r - mean) / (std + 1e-9)                                       29.8
-nemo          r - mean(others), / (std(others) + 1e-6) where std > 0          0.000198
+nemo          r - mean(others), / (std(others) + 1e-6) where std > 0          0
 rewardsmith   exact: 0 for equal groups (``core``)                            0
 ============  ==============================================================  ===========
 
@@ -23,9 +23,16 @@ so std = 3.08e-8 and the ratio is 0.0289); trl, slime and openrlhf reduce a batc
 along a dimension (Welford in float64: std is exactly 0, so the residue is divided by eps
 alone). A batch of a single group is a one-row tensor, so those three take the first path
 too (openrlhf then gives 0.938, not 29.8). NeMo's std is sqrt(E[x^2] - E[x]^2) of the
-leave-one-out set in float32, which cancels badly; 6 of the 16 rollouts get 0.000198, the
-rest 0. That figure assumes the leave-one-out matmul adds in ``torch.sum``'s order: another
-BLAS kernel can give another (equally wrong) value.
+leave-one-out set in float32, which cancels badly. Its leave-one-out sums are a
+``(1 - eye) @ x`` matmul, which torch hands to BLAS (MKL's ``sgemv``/``dgemv`` in the x86
+wheels), not to ``torch.sum``. They are emulated in the order torch 2.13's MKL 2024.2 adds
+them on the AMD EPYC this was checked on (groups of 1-199, float32 and float64), where MKL's
+vectors are 128-bit (4 floats, 2 doubles) whatever ``MKL_ENABLE_INSTRUCTIONS`` says. For
+16 x 0.3 that order leaves every rollout at 0; for 8 x 0.7, 2 of the 8 get 0.000199. MKL's
+kernels for Intel CPUs, OpenBLAS and cuBLAS add in other orders, so NeMo's figure depends
+on the BLAS and the CPU as much as on the reward. torch's sqrt (MKL's vsSqrt/vdSqrt) is
+within 1 ulp but not correctly rounded, so where the std is not 0 NeMo's emulated
+advantages can be 1 ulp off torch's.
 
 Masked rollouts are dropped before the trainer sees the group, as a filtering trainer would.
 """
@@ -41,7 +48,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ..errors import ConfigError
-from ._torchlike import AVX2_LANES, torch_mean, torch_std, torch_sum
+from ._torchlike import AVX2_LANES, torch_mean, torch_std
 from .core import (
     Convention,
     _refuse_non_finite,
@@ -147,16 +154,56 @@ def _openrlhf(x: Float, b: _Batch) -> Float:
     return centered / (std + _f(b, 1e-9))
 
 
-def _loo_sums(x: Float, lanes: int) -> Float:
-    """``(1 - eye) @ x`` per group, each row added in torch.sum's order (chunked for memory)."""
-    groups, size = x.shape
-    keep = (1 - np.eye(size, dtype=x.dtype))[None]
+def _lane_sum(items: Float, head: int, stop: int, width: int, halves: bool = False) -> Float:
+    """One row of MKL's dot kernel: ``items[:, :head]`` in order into lane 0, then vectors of
+    ``width`` lanes over ``[head, stop)``, then the lanes halved down to one (``halves``: each
+    4-lane half halved to 2 lanes first, then the two halves added)."""
+    acc = np.zeros((items.shape[0], width), dtype=items.dtype)
+    for j in range(head):
+        acc[:, 0] = acc[:, 0] + items[:, j]
+    for start in range(head, stop, width):
+        acc = acc + items[:, start : start + width]
+    if halves:
+        acc = (acc[:, 0:2] + acc[:, 2:4]) + (acc[:, 4:6] + acc[:, 6:8])
+    while acc.shape[1] > 1:
+        half = acc.shape[1] // 2
+        acc = acc[:, :half] + acc[:, half:]
+    total: Float = acc[:, 0]
+    return total
+
+
+def _loo_sums(x: Float) -> Float:
+    """``(1 - eye) @ x`` per group, added in the order of MKL's ``?gemv('T')`` (see above).
+
+    Result rows go in blocks of four: vectors of 4 floats (2 doubles) after a head of 1-4
+    (1-2) elements. The 1-3 rows left take other kernels after a head of 4 floats (2
+    doubles), over whole 8-element units, then add the rest in order: a pair of rows takes
+    8 and 4 float lanes (4 and 2 double lanes), a last single row 8 lanes.
+    """
+    size = x.shape[1]
+    double = x.dtype == np.float64
+    keep = 1 - np.eye(size, dtype=x.dtype)
+    blocked = 4 * (size // 4)
+    left = size - blocked
     out = np.empty_like(x)
-    chunk = max(1, (1 << 22) // (size * size))
-    for start in range(0, groups, chunk):
-        part = x[start : start + chunk]
-        products = (keep * part[:, None, :]).reshape(-1, size)
-        out[start : start + chunk] = torch_sum(products, lanes=lanes).reshape(part.shape)
+    for row in range(size):
+        items = x * keep[row]
+        if row < blocked:
+            width = 2 if double else 4
+            vectors = (size - 1) // width
+            head = size - width * vectors
+            out[:, row] = _lane_sum(items, head, size, width if vectors else 1)
+            continue
+        head = min(2 if double else 4, size)
+        stop = head + 8 * ((size - head) // 8)
+        single = left % 2 == 1 and row == size - 1
+        width = 8 if single else ((4, 2) if double else (8, 4))[(row - blocked) % 2]
+        if stop == head:
+            width = 1
+        total = _lane_sum(items, head, stop, width, halves=double and width == 8)
+        for j in range(stop, size):
+            total = total + items[:, j]
+        out[:, row] = total
     return out
 
 
@@ -165,8 +212,8 @@ def _nemo(x: Float, b: _Batch) -> Float:
     if size <= 1:
         return np.zeros_like(x)  # NeMo sets the baseline to the reward: no signal
     others = _f(b, float(size - 1))
-    baseline = _loo_sums(x, b.lanes) / others
-    square = _loo_sums(x * x, b.lanes) / others
+    baseline = _loo_sums(x) / others
+    square = _loo_sums(x * x) / others
     with np.errstate(invalid="ignore"):
         std = np.nan_to_num(np.sqrt(square - baseline * baseline), nan=0.0)
         centered = x - baseline
@@ -216,8 +263,8 @@ def emulate_array(
 
     Rows keep their batch order inside each group (summation order matters). ``scale`` is
     trl's option (``group``, ``batch`` or ``none``); ``method`` and ``scale`` also choose
-    rewardsmith's own advantages; ``lanes`` is the SIMD width emulated (8 = AVX2 float32,
-    which reproduces the issue's figures; 16 = AVX-512).
+    rewardsmith's own advantages; ``lanes`` is the SIMD width emulated in float32 lanes (8:
+    torch's order on every x86 CPU, AVX-512 included, which reproduces the issue's figures).
     """
     spec = get_trainer(trainer)
     if method is not None and spec.name != "rewardsmith":
