@@ -5,9 +5,11 @@ TRL calls each entry of ``reward_funcs`` as::
     f(prompts=[...], completions=[...], completion_ids=[...], **dataset_columns, trainer_state=...)
 
 with one list entry per completion (text, or a list of chat messages in conversational mode), and
-the dataset's other columns as lists of the same length. A function returns one float per
-completion, or None where it does not apply; TRL multiplies each function's output by its entry
-in ``GRPOConfig.reward_weights`` and adds them up with ``nansum``.
+the dataset's other columns as lists of the same length (TRL 1.16 also passes ``log_extra`` and
+``log_metric`` callables, which are not columns and are ignored). A function returns one float
+per completion, or None where it does not apply; TRL multiplies each function's output by its
+entry in ``GRPOConfig.reward_weights`` and adds them up with ``nansum``. TRL passes no
+truncation flag: a ``truncated`` column, when the dataset has one, is read as such.
 
 Usage::
 
@@ -47,7 +49,8 @@ __all__ = ["ANSWER_COLUMNS", "RewardFuncs", "trl_reward_funcs"]
 
 ANSWER_COLUMNS = ("answer", "solution", "ground_truth", "label")
 # Arguments TRL passes that are not dataset columns.
-_NOT_COLUMNS = frozenset({"prompts", "completions", "completion_ids", "trainer_state"})
+_NOT_COLUMNS = frozenset({"prompts", "completions", "completion_ids", "trainer_state",
+                          "log_extra", "log_metric"})
 
 RewardFunc = Callable[..., list[float | None]]
 
