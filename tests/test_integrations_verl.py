@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import rewardsmith.integrations.verl as verl_module
@@ -118,6 +119,10 @@ def test_batch_form_through_compute_score_and_by_name(rubric_env: Path) -> None:
     same = compute_score_batch(list(columns[0]), list(columns[1]), list(columns[2]),
                                list(columns[3]))
     assert same == out
+    # verl's batch manager passes its non_tensor_batch columns: numpy object arrays.
+    arrays = fn(**{name: np.array(list(column), dtype=object) for name, column in zip(
+        ("data_sources", "solution_strs", "ground_truths", "extra_infos"), columns)})
+    assert arrays == out
 
 
 def test_rubric_from_reward_kwargs_and_extra_info(tmp_path: Path) -> None:

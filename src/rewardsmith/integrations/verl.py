@@ -4,15 +4,17 @@ verl calls, per sample::
 
     compute_score(data_source=..., solution_str=..., ground_truth=..., extra_info=..., **reward_kwargs)
 
-and, with ``reward_model.reward_manager=batch``, once per batch::
+and, with the ``batch`` reward manager (verl before 0.9; its reward loop has none), once per
+batch, each argument a numpy array::
 
     compute_score(data_sources=[...], solution_strs=[...], ground_truths=[...], extra_infos=[...], **reward_kwargs)
 
 Both forms go to ``compute_score`` (``compute_score_batch`` is the batch form by name, and
-``compute_score_async`` the per-sample form for reward loops that await it). Config::
+``compute_score_async`` the per-sample form for reward loops that await it). Config (verl 0.9;
+before 0.9 the same keys without the ``reward.`` prefix)::
 
-    custom_reward_function.path=pkg://rewardsmith.integrations.verl
-    custom_reward_function.name=compute_score
+    reward.custom_reward_function.path=pkg://rewardsmith.integrations.verl
+    reward.custom_reward_function.name=compute_score
 
 Every sample's dict has the same keys (verl takes the key list from the first sample):
 ``score`` (the reward; 0.0 when masked, since verl cannot mask), ``acc`` (1.0 when the rubric's
@@ -20,8 +22,9 @@ accuracy component, its first built-in verifier, scored above 0: for DAPO's
 ``filter_groups.metric=acc``), ``masked`` and ``failed`` (1.0 or 0.0), and one key per component of
 the default rubric (its value; 0.0 when it has none, or when the sample used another rubric).
 
-The rubric is ``reward_kwargs.rubric`` (``+custom_reward_function.reward_kwargs.rubric=...``),
-else ``REWARDSMITH_RUBRIC``; ``extra_info["rubric"]`` overrides both for one sample. The prompt is
+The rubric is ``reward_kwargs.rubric``
+(``+reward.custom_reward_function.reward_kwargs.rubric=...``), else ``REWARDSMITH_RUBRIC``;
+``extra_info["rubric"]`` overrides both for one sample. The prompt is
 ``extra_info["question"]`` or ``extra_info["prompt"]`` when present. In the batch form, a run of
 consecutive samples with the same data source, ground truth and ``extra_info["index"]`` is one
 group; in the per-sample form each sample is its own group.
@@ -128,9 +131,15 @@ def compute_score(data_source: Any = None, solution_str: Any = None, ground_trut
                   extra_info: Any = None, **kwargs: Any) -> Any:
     """verl's per-sample form (a dict with ``score``); the batch form when given lists."""
     if "solution_strs" in kwargs:
+        # verl passes its batch columns as numpy arrays, whose truth value is an error: only
+        # a missing column (None) becomes an empty list.
         batch = {name: kwargs.pop(name, None) for name in _BATCH_ARGUMENTS}
-        return compute_score_batch(batch["data_sources"] or [], batch["solution_strs"],
-                                   batch["ground_truths"] or [], batch["extra_infos"], **kwargs)
+        missing: list[Any] = []
+        return compute_score_batch(
+            missing if batch["data_sources"] is None else batch["data_sources"],
+            batch["solution_strs"],
+            missing if batch["ground_truths"] is None else batch["ground_truths"],
+            batch["extra_infos"], **kwargs)
     info = _info(extra_info)
     rollout = _rollout(0, "0", data_source, solution_str, ground_truth, info)
     explicit = _explicit(kwargs)
