@@ -4,9 +4,9 @@
 trainer            use
 =================  =====================================================================
 TRL                ``GRPOTrainer(reward_funcs=trl_reward_funcs("rubric.yaml"))``
-verl               ``custom_reward_function.path=pkg://rewardsmith.integrations.verl``
+verl               ``reward.custom_reward_function.path=pkg://rewardsmith.integrations.verl``
 slime / Miles      ``--custom-rm-path rewardsmith.integrations.slime.custom_rm``
-OpenRLHF           ``--remote_rm_url`` the file of ``rewardsmith.integrations.openrlhf``
+OpenRLHF           ``--reward.remote_url`` the file of ``rewardsmith.integrations.openrlhf``
                    or ``http://HOST:PORT/get_reward`` of ``rewardsmith serve``
 =================  =====================================================================
 

@@ -1,10 +1,13 @@
-"""OpenRLHF: a reward function file for ``--remote_rm_url``, and the remote reward contract.
+"""OpenRLHF: a reward function file for ``--reward.remote_url`` (``--remote_rm_url`` before
+0.11), and the remote reward contract.
 
-Given a ``.py`` file, OpenRLHF loads it and calls, once per batch::
+Given a ``.py`` file, OpenRLHF loads it in each rollout actor and calls (0.11: once per sample,
+lists of length 1; older versions: once per batch)::
 
     reward_func(queries, prompts, labels)
 
-where each query is the prompt followed by the response (decoded text). Given an URL, it posts
+where each query is the prompt followed by the response, decoded with special tokens (so it ends
+with the end-of-sequence text). Given an URL, it posts
 ``{"query": [...], "prompts": [...], "labels": [...]}`` there (``rewardsmith serve`` answers on
 ``/get_reward``). Both answer ``{"rewards": ..., "scores": ..., "extra_logs": {...}}``:
 ``rewards`` is what OpenRLHF trains on (0.0 for a masked sample: it cannot mask), ``scores`` is
@@ -14,7 +17,8 @@ imported, lists otherwise.
 
 The response is the query with its prompt cut off the front (or after the first place the prompt
 appears); a query that does not contain its prompt is graded whole. Groups are the runs of
-identical consecutive prompts. The rubric is ``REWARDSMITH_RUBRIC`` (or ``rubric=`` in Python).
+identical consecutive prompts within one call (with OpenRLHF 0.11, groups of one). The rubric is
+``REWARDSMITH_RUBRIC`` (or ``rubric=`` in Python); it must reach OpenRLHF's ray workers.
 """
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
         return JSONResponse(to_reply([s for s in flat if s is not None], rubric))
 
     app.post("/get_reward", response_model=OpenRLHFReply, responses=_POST_ERRORS,
-             summary="OpenRLHF remote reward model (--remote_rm_url http://HOST:PORT/get_reward)"
+             summary="OpenRLHF remote reward model (--reward.remote_url http://HOST:PORT/get_reward)"
              )(openrlhf)
     app.post("/openrlhf", response_model=OpenRLHFReply, responses=_POST_ERRORS,
              summary="The same as /get_reward")(openrlhf)

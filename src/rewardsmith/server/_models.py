@@ -118,7 +118,7 @@ class ScoreReply(BaseModel):
 
 
 class OpenRLHFRequest(BaseModel):
-    """What OpenRLHF posts to ``--remote_rm_url``: each query is prompt + response."""
+    """What OpenRLHF posts to ``--reward.remote_url``: each query is prompt + response."""
 
     model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
         "query": ["Q: 2+3? A: 5"], "prompts": ["Q: 2+3? A:"], "labels": ["5"]}]})
