@@ -14,8 +14,8 @@ not only on the dtype: numpy's pairwise sum of 16 x 0.3 in float32 is exact, tor
 * shorter rows take the scalar path: the same four-accumulator scheme over single elements.
 
 ``lanes=8`` (float32; 4 for float64) is the order of every x86 CPU build of torch, whatever
-``torch.backends.cpu.get_cpu_capability()`` says: ``sum_stub`` is registered with
-``REGISTER_DISPATCH``, which leaves its AVX-512 slot empty, so AVX-512 machines run the AVX2
+``torch.backends.cpu.get_cpu_capability()`` says: ATen registers its sum kernel with
+``REGISTER_DISPATCH``, which leaves the AVX-512 entry empty, so AVX-512 machines run the AVX2
 kernel, and the DEFAULT kernel's generic vectors are 32 bytes too (checked bit for bit against
 torch 2.13 under AVX512, AVX2 and DEFAULT by ``benchmarks/check_torch_emulation.py``). It
 reproduces the published figures for 16 x 0.3 (the mean of 16 x 0.3 is one ulp low). Other
