@@ -11,6 +11,10 @@ a built-in name such as ``gsm8k``, ``module:func`` or ``path/to/file.py:func``.
 
 Each process keeps one engine per rubric, started on first use and closed at exit. The number of
 worker processes per engine is ``REWARDSMITH_WORKERS`` (default: one per core, at most 8).
+
+Log keys: every adapter logs ``masked``, ``acc`` and one key per component next to the trainer's
+own keys. A component whose name is one of :data:`RESERVED_LOG_KEYS` is logged as
+``component_<name>`` in every trainer (the same key everywhere), and loading such a rubric warns.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ import asyncio
 import atexit
 import os
 import threading
+import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
+from rewardsmith.endtext import EndTexts
 from rewardsmith.engine import Engine
 from rewardsmith.errors import ConfigError, RubricError
 from rewardsmith.rubric import Rubric
@@ -32,6 +38,7 @@ from rewardsmith.types import Rollout, Score, Status, content_hash
 __all__ = [
     "ENV_RUBRIC",
     "ENV_WORKERS",
+    "RESERVED_LOG_KEYS",
     "RubricSpec",
     "Scored",
     "accuracy_component",
@@ -39,6 +46,7 @@ __all__ = [
     "close_engines",
     "consecutive_groups",
     "engine_for",
+    "log_key",
     "masked_score",
     "rubric_for",
     "score_rollouts",
@@ -48,6 +56,37 @@ ENV_RUBRIC = "REWARDSMITH_RUBRIC"
 ENV_WORKERS = "REWARDSMITH_WORKERS"
 
 RubricSpec = Union[Rubric, str, "os.PathLike[str]"]
+
+# Keys the adapters or the trainers themselves log beside the components: OpenRLHF's reward and
+# score, verl's score, slime's reward key, our masked/acc/failed and the server's status.
+RESERVED_LOG_KEYS = frozenset({"reward", "rewards", "score", "scores", "acc", "masked", "failed",
+                               "status"})
+_COMPONENT_PREFIX = "component_"
+
+
+def log_key(name: str, taken: frozenset[str] | set[str] = frozenset()) -> str:
+    """The key a component is logged under: its name, or ``component_<name>`` when the name is
+    reserved (or in ``taken``, such as slime's ``--reward-key``)."""
+    if name in RESERVED_LOG_KEYS or name in taken:
+        return f"{_COMPONENT_PREFIX}{name}"
+    return name
+
+
+_warned_rubrics: set[str] = set()
+
+
+def warn_reserved_names(rubric: Rubric) -> None:
+    """Say once per rubric which components are logged under another key, and why."""
+    clashes = [name for name in rubric.names if name in RESERVED_LOG_KEYS]
+    if not clashes or rubric.id in _warned_rubrics:
+        return
+    _warned_rubrics.add(rubric.id)
+    renamed = ", ".join(f"{name!r} as {log_key(name)!r}" for name in clashes)
+    warnings.warn(
+        f"rubric {rubric.name!r}: component names {sorted(clashes)} are keys the trainers log "
+        f"themselves ({', '.join(sorted(RESERVED_LOG_KEYS))}); every trainer adapter logs "
+        f"{renamed}. Rename the components to log them under their own names.",
+        UserWarning, stacklevel=3)
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
 
@@ -102,6 +141,7 @@ class _EngineCache:
         if found is not None:
             return found
         built = _build(spec, where)
+        warn_reserved_names(built)
         with self._lock:
             return self._rubrics.setdefault(key, built)
 
@@ -341,3 +381,9 @@ def text_or_messages(value: Any) -> str | list[dict[str, Any]]:
     if isinstance(value, (list, tuple)) and all(isinstance(m, Mapping) for m in value):
         return [dict(m) for m in value]
     return str(value)
+
+
+def completion_of(value: Any, texts: EndTexts) -> str | list[dict[str, Any]]:
+    """A completion as the engine takes it, without the end-of-turn texts at its end."""
+    cleaned: str | list[dict[str, Any]] = texts.strip_completion(text_or_messages(value))
+    return cleaned

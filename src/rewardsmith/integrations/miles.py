@@ -6,6 +6,12 @@ See ``rewardsmith.integrations.slime`` for the arguments, the return value and m
 
 from __future__ import annotations
 
-from rewardsmith.integrations.slime import ENV_MASKED_REWARD, custom_rm, masked_reward, sample_state
+from rewardsmith.integrations.slime import (
+    ENV_MASKED_REWARD,
+    MASKED_STATES,
+    custom_rm,
+    masked_reward,
+    sample_state,
+)
 
-__all__ = ["ENV_MASKED_REWARD", "custom_rm", "masked_reward", "sample_state"]
+__all__ = ["ENV_MASKED_REWARD", "MASKED_STATES", "custom_rm", "masked_reward", "sample_state"]

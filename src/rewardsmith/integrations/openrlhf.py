@@ -1,13 +1,14 @@
 """OpenRLHF: a reward function file for ``--reward.remote_url`` (``--remote_rm_url`` before
-0.11), and the remote reward contract.
+0.10.2), and the remote reward contract.
 
-Given a ``.py`` file, OpenRLHF loads it in each rollout actor and calls (0.11: once per sample,
-lists of length 1; older versions: once per batch)::
+Given a ``.py`` file, OpenRLHF loads it in each rollout actor and calls (since 0.9.10: once per
+sample, lists of length 1; older versions: once per batch)::
 
     reward_func(queries, prompts, labels)
 
-where each query is the prompt followed by the response, decoded with special tokens (so it ends
-with the end-of-sequence text). Given an URL, it posts
+where each query is the prompt followed by the response, decoded with special tokens kept (so it
+ends with the end-of-sequence text, which is cut off before grading: ``rewardsmith.endtext``,
+``end_texts=`` or ``REWARDSMITH_END_TEXTS``). Given an URL, it posts
 ``{"query": [...], "prompts": [...], "labels": [...]}`` there (``rewardsmith serve`` answers on
 ``/get_reward``). Both answer ``{"rewards": ..., "scores": ..., "extra_logs": {...}}``:
 ``rewards`` is what OpenRLHF trains on (0.0 for a masked sample: it cannot mask), ``scores`` is
@@ -17,7 +18,9 @@ imported, lists otherwise.
 
 The response is the query with its prompt cut off the front (or after the first place the prompt
 appears); a query that does not contain its prompt is graded whole. Groups are the runs of
-identical consecutive prompts within one call (with OpenRLHF 0.11, groups of one). The rubric is
+identical consecutive prompts within one call (since 0.9.10, groups of one). A component named
+like a key OpenRLHF logs itself (``reward``, ``score``, ``acc``, ...) is logged as
+``component_<name>``. The rubric is
 ``REWARDSMITH_RUBRIC`` (or ``rubric=`` in Python); it must reach OpenRLHF's ray workers.
 """
 
@@ -25,10 +28,11 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 # Absolute imports: OpenRLHF loads this file by path, outside its package.
+from rewardsmith.endtext import EndTexts, resolve_end_texts
 from rewardsmith.errors import InputError
 from rewardsmith.integrations._shared import (
     RubricSpec,
@@ -38,6 +42,7 @@ from rewardsmith.integrations._shared import (
     ascore_rollouts,
     consecutive_groups,
     default_rubric,
+    log_key,
     score_rollouts,
 )
 from rewardsmith.rubric import Rubric
@@ -69,8 +74,10 @@ def _as_list(value: Any, name: str, size: int) -> list[Any]:
 
 
 def build_rollouts(queries: Sequence[Any], prompts: Sequence[Any] | None,
-                   labels: Sequence[Any] | None) -> list[Rollout]:
+                   labels: Sequence[Any] | None,
+                   end_texts: Iterable[str] | EndTexts | None = None) -> list[Rollout]:
     """Rollouts from OpenRLHF's three lists; ``InputError`` names what does not fit."""
+    texts = resolve_end_texts(end_texts)
     if isinstance(queries, (str, bytes)) or not isinstance(queries, Sequence):
         raise InputError(f"OpenRLHF 'query' must be a list, not {type(queries).__name__}")
     size = len(queries)
@@ -84,7 +91,7 @@ def build_rollouts(queries: Sequence[Any], prompts: Sequence[Any] | None,
         if prompt is not None and not isinstance(prompt, str):
             raise InputError(f"OpenRLHF prompt {index} must be text, not {type(prompt).__name__}")
         rollouts.append(Rollout(id=str(index), group=groups[index], prompt=prompt or "",
-                                completion=split_query(query, prompt),
+                                completion=texts.strip(split_query(query, prompt)),
                                 answer=label_list[index]))
     return rollouts
 
@@ -94,8 +101,9 @@ def to_reply(scored: Sequence[Scored], default: Rubric | None) -> dict[str, Any]
     rewards = []
     logs: dict[str, list[float]] = {"masked": [], "acc": []}
     names = default.names if default is not None else []
+    keys = {name: log_key(name) for name in names}
     for name in names:
-        logs.setdefault(name, [])
+        logs[keys[name]] = []
     for item in scored:
         score = item.score
         reward = score.reward
@@ -104,7 +112,7 @@ def to_reply(scored: Sequence[Scored], default: Rubric | None) -> dict[str, Any]
         logs["acc"].append(accuracy(score, accuracy_component(item.rubric)))
         for name in names:
             value = score.components.get(name) if item.rubric is default else None
-            logs[name].append(0.0 if value is None else value)
+            logs[keys[name]].append(0.0 if value is None else value)
     return {"rewards": rewards, "scores": list(rewards), "extra_logs": logs}
 
 
@@ -124,17 +132,17 @@ def _tensors(reply: dict[str, Any]) -> dict[str, Any]:
 
 def reward_func(queries: Sequence[str], prompts: Sequence[str] | None = None,
                 labels: Sequence[Any] | None = None, *, rubric: RubricSpec | None = None,
-                **kwargs: Any) -> dict[str, Any]:
+                end_texts: Iterable[str] | None = None, **kwargs: Any) -> dict[str, Any]:
     """OpenRLHF's python-file reward function (synchronous)."""
-    rollouts = build_rollouts(queries, prompts, labels)
+    rollouts = build_rollouts(queries, prompts, labels, end_texts)
     scored = score_rollouts(rollouts, explicit=rubric)
     return _tensors(to_reply(scored, default_rubric(rubric)))
 
 
 async def areward_func(queries: Sequence[str], prompts: Sequence[str] | None = None,
-                       labels: Sequence[Any] | None = None, *,
-                       rubric: RubricSpec | None = None) -> dict[str, Any]:
+                       labels: Sequence[Any] | None = None, *, rubric: RubricSpec | None = None,
+                       end_texts: Iterable[str] | None = None) -> dict[str, Any]:
     """The same, awaitable and with plain lists (what the HTTP route sends)."""
-    rollouts = build_rollouts(queries, prompts, labels)
+    rollouts = build_rollouts(queries, prompts, labels, end_texts)
     scored = await ascore_rollouts(rollouts, explicit=rubric)
     return to_reply(scored, default_rubric(rubric))

@@ -21,20 +21,34 @@ Usage::
 
 The reference answer is the first of the columns ``answer``, ``solution``, ``ground_truth`` and
 ``label``; every other column goes into the rollout's metadata (a ``rubric`` column picks the
-rubric per row, with ``per_component=False``). Groups are the runs of identical consecutive prompts
-in the batch: TRL puts the ``num_generations`` completions of a prompt next to each other.
+rubric per row, with ``per_component=False``). ``environments`` (the environment objects TRL
+passes with ``environment_factory``) is not a column and stays out of the metadata. Groups are the
+runs of identical consecutive prompts in the batch: TRL puts the ``num_generations`` completions of
+a prompt next to each other. With several processes a group can be split between them; a batch
+whose first or last group is shorter than ``num_generations`` warns once (a group reward then sees
+part of the group). End-of-turn texts are cut from the completions' ends
+(``rewardsmith.endtext``; ``end_texts=``).
+
+``GRPOConfig(multi_objective_aggregation="normalize_then_sum")`` normalizes each reward function
+over its group before weighting: with one function per component that changes what is trained
+(a component's weight no longer scales its share), so the first call warns once; use
+``per_component=False`` there, or the default ``sum_then_normalize``.
 """
 
 from __future__ import annotations
 
+import inspect
 import threading
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from rewardsmith.endtext import EndTexts, resolve_end_texts
 from rewardsmith.errors import ConfigError, InputError
 from rewardsmith.integrations._shared import (
     RubricSpec,
     Scored,
+    completion_of,
     consecutive_groups,
     counted_components,
     default_rubric,
@@ -50,7 +64,7 @@ __all__ = ["ANSWER_COLUMNS", "RewardFuncs", "trl_reward_funcs"]
 ANSWER_COLUMNS = ("answer", "solution", "ground_truth", "label")
 # Arguments TRL passes that are not dataset columns.
 _NOT_COLUMNS = frozenset({"prompts", "completions", "completion_ids", "trainer_state",
-                          "log_extra", "log_metric"})
+                          "log_extra", "log_metric", "environments"})
 
 RewardFunc = Callable[..., list[float | None]]
 
@@ -69,7 +83,7 @@ class RewardFuncs(list[RewardFunc]):
 
 
 def _rollouts(prompts: Sequence[Any] | None, completions: Sequence[Any],
-              columns: dict[str, Any]) -> tuple[list[Rollout], list[Any] | None]:
+              columns: dict[str, Any], texts: EndTexts) -> tuple[list[Rollout], list[Any] | None]:
     size = len(completions)
     if prompts is not None and len(prompts) != size:
         raise InputError(f"TRL passed {len(prompts)} prompts for {size} completions")
@@ -88,7 +102,7 @@ def _rollouts(prompts: Sequence[Any] | None, completions: Sequence[Any],
         truncated = bool(metadata.get("truncated", False))
         rollouts.append(Rollout(
             id=str(index), group=groups[index], prompt=text_or_messages(rows[index]),
-            completion=text_or_messages(completions[index]),
+            completion=completion_of(completions[index], texts),
             answer=per_row[answer_column][index] if answer_column is not None else None,
             metadata=metadata, truncated=truncated,
         ))
@@ -99,8 +113,11 @@ def _rollouts(prompts: Sequence[Any] | None, completions: Sequence[Any],
 class _BatchScores:
     """Scores the batch once for all the per-component functions TRL calls one after another."""
 
-    def __init__(self, rubric: RubricSpec | None):
+    def __init__(self, rubric: RubricSpec | None, texts: EndTexts, functions: int):
         self.rubric = rubric
+        self.texts = texts
+        self.functions = functions
+        self._warned: set[str] = set()
         self._lock = threading.Lock()
         self._key: tuple[Any, ...] | None = None
         self._scored: list[Scored] = []
@@ -113,10 +130,68 @@ class _BatchScores:
         with self._lock:
             if self._key is not None and _same(self._key, key):
                 return self._scored
-            rollouts, rubrics = _rollouts(prompts, completions, columns)
+            rollouts, rubrics = _rollouts(prompts, completions, columns, self.texts)
+            self._check_trainer([r.group for r in rollouts])
             scored = score_rollouts(rollouts, explicit=self.rubric, sample_rubrics=rubrics)
             self._key, self._scored = key, scored
             return scored
+
+
+    def _check_trainer(self, groups: Sequence[str]) -> None:
+        """Warn once each about a split group and about per-component normalization."""
+        trainer = _calling_trainer()
+        if trainer is None:
+            return
+        expected = getattr(trainer, "num_generations", None)
+        sizes = [len(run) for run in _runs(groups)]
+        edges = {sizes[0], sizes[-1]} if sizes else set()
+        if (isinstance(expected, int) and "split" not in self._warned
+                and any(size < expected for size in edges)):
+            self._warned.add("split")
+            warnings.warn(
+                f"a batch starts or ends with a group of {min(edges)} completions where "
+                f"{expected} were expected: with several processes TRL can split one prompt's "
+                "group between them, and a group reward then sees only part of the group",
+                UserWarning, stacklevel=4)
+        aggregation = getattr(trainer, "multi_objective_aggregation", None)
+        if (aggregation == "normalize_then_sum" and self.functions > 1
+                and "normalize" not in self._warned):
+            self._warned.add("normalize")
+            warnings.warn(
+                "multi_objective_aggregation='normalize_then_sum' normalizes each reward function "
+                "over its group before the weights apply, so with one function per rubric "
+                "component the trained reward is no longer the rubric's; use "
+                "trl_reward_funcs(..., per_component=False) or 'sum_then_normalize'",
+                UserWarning, stacklevel=4)
+
+
+def _runs(groups: Sequence[str]) -> list[list[str]]:
+    runs: list[list[str]] = []
+    for label in groups:
+        if runs and runs[-1][0] == label:
+            runs[-1].append(label)
+        else:
+            runs.append([label])
+    return runs
+
+
+def _calling_trainer() -> Any:
+    """The ``GRPOTrainer`` whose ``_calculate_rewards`` called the reward function, if any.
+
+    TRL hands reward functions no config, so its settings are read from the caller's ``self``;
+    only two plain attributes are read, and anything else yields None.
+    """
+    frame = inspect.currentframe()
+    try:
+        for _ in range(8):
+            if frame is None:
+                return None
+            if frame.f_code.co_name == "_calculate_rewards":
+                return frame.f_locals.get("self")
+            frame = frame.f_back
+        return None
+    finally:
+        del frame
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
@@ -162,8 +237,8 @@ def _total_func(batch: _BatchScores, name: str) -> RewardFunc:
     return reward
 
 
-def trl_reward_funcs(rubric: RubricSpec | None = None, *,
-                     per_component: bool = True) -> RewardFuncs:
+def trl_reward_funcs(rubric: RubricSpec | None = None, *, per_component: bool = True,
+                     end_texts: Iterable[str] | None = None) -> RewardFuncs:
     """Reward functions for ``GRPOTrainer(reward_funcs=...)`` and their ``reward_weights``.
 
     ``per_component=True``: one function per rubric component, named after it (TRL logs
@@ -173,10 +248,14 @@ def trl_reward_funcs(rubric: RubricSpec | None = None, *,
     ``per_component=False``: one function returning the rubric's total, weight 1.0.
 
     A masked sample gets None from every function. The batch is scored once, by the first
-    function TRL calls; the others reuse the scores.
+    function TRL calls; the others reuse the scores. ``end_texts``: the end-of-turn texts cut from
+    completions (default: ``REWARDSMITH_END_TEXTS`` or ``rewardsmith.endtext.DEFAULT_END_TEXTS``).
     """
     chosen = default_rubric(rubric)
-    batch = _BatchScores(rubric)  # the spec, so the engine is the one engine_for(spec) gives
+    texts = resolve_end_texts(end_texts)
+    functions = len(chosen.components) if per_component and chosen is not None else 1
+    # The spec, not the rubric, so the engine is the one engine_for(spec) gives.
+    batch = _BatchScores(rubric, texts, functions)
     if not per_component:
         name = _safe_name(chosen.name if chosen is not None else "rewardsmith")
         return RewardFuncs([_total_func(batch, name)], [1.0], chosen)

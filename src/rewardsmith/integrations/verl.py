@@ -25,19 +25,26 @@ the default rubric (its value; 0.0 when it has none, or when the sample used ano
 The rubric is ``reward_kwargs.rubric``
 (``+reward.custom_reward_function.reward_kwargs.rubric=...``), else ``REWARDSMITH_RUBRIC``;
 ``extra_info["rubric"]`` overrides both for one sample. The prompt is
-``extra_info["question"]`` or ``extra_info["prompt"]`` when present. In the batch form, a run of
-consecutive samples with the same data source, ground truth and ``extra_info["index"]`` is one
-group; in the per-sample form each sample is its own group.
+``extra_info["question"]`` or ``extra_info["prompt"]`` when present. ``reward_kwargs.end_texts``
+(a list) sets the end-of-turn texts cut from the response's end (``rewardsmith.endtext``).
+
+Groups: in the batch form, a run of consecutive samples of the same prompt is one group, the
+prompt being known by ``extra_info["index"]``, else by ``extra_info["question"]`` or
+``["prompt"]``, else by the whole ``extra_info`` and ground truth (a warning says once that two
+prompts with equal ones then merge). In the per-sample form, which verl's ``main_ppo`` uses in
+0.7 to 0.9, each sample is its own group, so a group reward sees groups of one.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 # Absolute imports: verl may load this file by path, outside its package.
-from rewardsmith.errors import InputError
+from rewardsmith.endtext import EndTexts, resolve_end_texts
+from rewardsmith.errors import ConfigError, InputError
 from rewardsmith.integrations._shared import (
     RubricSpec,
     Scored,
@@ -46,6 +53,7 @@ from rewardsmith.integrations._shared import (
     ascore_rollouts,
     consecutive_groups,
     default_rubric,
+    log_key,
     score_rollouts,
 )
 from rewardsmith.rubric import Rubric
@@ -66,20 +74,55 @@ def _info(extra_info: Any) -> dict[str, Any]:
 
 
 def _rollout(index: int, group: str, data_source: Any, solution_str: Any, ground_truth: Any,
-             info: dict[str, Any]) -> Rollout:
+             info: dict[str, Any], texts: EndTexts) -> Rollout:
     if solution_str is not None and not isinstance(solution_str, str):
         raise InputError(f"verl sample {index}: solution_str must be text, not "
                          f"{type(solution_str).__name__}")
     prompt = info.get("question", info.get("prompt", ""))
     metadata = {**info, "data_source": data_source}
     return Rollout(id=str(index), group=group, prompt=prompt if isinstance(prompt, (str, list))
-                   else str(prompt), completion=solution_str or "", answer=ground_truth,
-                   metadata=metadata, truncated=bool(info.get("truncated", False)))
+                   else str(prompt), completion=texts.strip(solution_str or ""),
+                   answer=ground_truth, metadata=metadata,
+                   truncated=bool(info.get("truncated", False)))
 
 
-def _component_key(name: str) -> str:
-    # A component may not shadow a fixed key.
-    return f"component_{name}" if name in FIXED_KEYS else name
+# verl's batch manager adds the rollout's own scores to every extra_info; they say nothing about
+# which prompt a sample answers.
+_NOT_PROMPT = frozenset({"rollout_reward_scores"})
+_warned_guess = False
+
+
+def _prompt_key(data_source: Any, ground_truth: Any, info: Mapping[str, Any]) -> Hashable:
+    """What tells this sample's prompt apart from its neighbours' in a batch."""
+    global _warned_guess
+    if info.get("index") is not None:
+        return ("index", str(data_source), str(info["index"]))
+    for field in ("question", "prompt"):
+        if info.get(field) is not None:
+            return (field, str(data_source), content_hash(info[field]))
+    if not _warned_guess:
+        _warned_guess = True
+        warnings.warn(
+            "verl batch: extra_info has no 'index', 'question' or 'prompt', so samples are grouped "
+            "by equal data source, ground truth and extra_info; two consecutive prompts with equal "
+            "ones merge into one group. Add extra_info['index'] to the dataset.",
+            UserWarning, stacklevel=4)
+    rest = {k: v for k, v in info.items() if k not in _NOT_PROMPT}
+    return ("guess", str(data_source), content_hash(ground_truth), content_hash(rest))
+
+
+def _end_texts(kwargs: Mapping[str, Any]) -> EndTexts:
+    value = kwargs.get("end_texts")
+    if value is None:
+        return resolve_end_texts(None)
+    try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError
+        items = list(value)  # OmegaConf hands a list over as a ListConfig
+    except TypeError:
+        raise ConfigError("verl reward_kwargs.end_texts must be a list of strings, not "
+                          f"{type(value).__name__}") from None
+    return resolve_end_texts(items)
 
 
 def _result(scored: Scored, default: Rubric | None) -> dict[str, float]:
@@ -96,7 +139,7 @@ def _result(scored: Scored, default: Rubric | None) -> dict[str, float]:
         own = score.components if rubric is default else {}
         for name in default.names:
             value = own.get(name)
-            out[_component_key(name)] = 0.0 if value is None else float(value)
+            out[log_key(name)] = 0.0 if value is None else float(value)
     return out
 
 
@@ -115,11 +158,11 @@ def compute_score_batch(data_sources: Sequence[Any], solution_strs: Sequence[Any
                          ("extra_infos", infos)):
         if len(values) != size:
             raise InputError(f"verl passed {len(values)} {name} for {size} solution_strs")
-    keys = [(str(d), content_hash(g), str(i.get("index", ""))) for d, g, i in
-            zip(data_sources, ground_truths, infos)]
-    groups = consecutive_groups(keys)
+    groups = consecutive_groups([_prompt_key(d, g, i) for d, g, i in
+                                 zip(data_sources, ground_truths, infos)])
+    texts = _end_texts(kwargs)
     rollouts = [_rollout(n, groups[n], data_sources[n], solution_strs[n], ground_truths[n],
-                         infos[n]) for n in range(size)]
+                         infos[n], texts) for n in range(size)]
     explicit = _explicit(kwargs)
     scored = score_rollouts(rollouts, explicit=explicit,
                             sample_rubrics=[i.get("rubric") for i in infos])
@@ -141,7 +184,7 @@ def compute_score(data_source: Any = None, solution_str: Any = None, ground_trut
             missing if batch["ground_truths"] is None else batch["ground_truths"],
             batch["extra_infos"], **kwargs)
     info = _info(extra_info)
-    rollout = _rollout(0, "0", data_source, solution_str, ground_truth, info)
+    rollout = _rollout(0, "0", data_source, solution_str, ground_truth, info, _end_texts(kwargs))
     explicit = _explicit(kwargs)
     [scored] = score_rollouts([rollout], explicit=explicit, sample_rubrics=[info.get("rubric")])
     return _result(scored, default_rubric(explicit))
@@ -152,7 +195,7 @@ async def compute_score_async(data_source: Any = None, solution_str: Any = None,
                               **kwargs: Any) -> dict[str, float]:
     """The per-sample form for callers that await it; never blocks their event loop."""
     info = _info(extra_info)
-    rollout = _rollout(0, "0", data_source, solution_str, ground_truth, info)
+    rollout = _rollout(0, "0", data_source, solution_str, ground_truth, info, _end_texts(kwargs))
     explicit = _explicit(kwargs)
     [scored] = await ascore_rollouts([rollout], explicit=explicit,
                                      sample_rubrics=[info.get("rubric")])

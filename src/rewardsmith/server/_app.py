@@ -11,11 +11,21 @@ from fastapi import FastAPI, Query
 from fastapi.responses import JSONResponse, Response
 
 from .. import __version__
+from ..endtext import resolve_end_texts
 from ..engine import Engine
 from ..errors import InputError
-from ..integrations._shared import Scored, accuracy, accuracy_component, text_or_messages
+from ..integrations._shared import (
+    Scored,
+    accuracy,
+    accuracy_component,
+    completion_of,
+    log_key,
+    masked_score,
+    text_or_messages,
+    warn_reserved_names,
+)
 from ..integrations.openrlhf import build_rollouts, to_reply
-from ..integrations.slime import masked_reward
+from ..integrations.slime import MASKED_STATES, masked_reward, sample_state
 from ..types import Rollout, Status
 from ._config import ServerConfig
 from ._guard import Guard
@@ -54,6 +64,8 @@ def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
     FastAPI app (for the OpenAPI schema)."""
     rubric = config.rubric
     fallback = masked_reward()  # read now: a bad REWARDSMITH_MASKED_REWARD fails at startup
+    end_texts = resolve_end_texts(None)  # likewise a bad REWARDSMITH_END_TEXTS
+    warn_reserved_names(rubric)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -89,7 +101,7 @@ def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
 
     async def openrlhf(body: OpenRLHFRequest) -> Response:
         try:
-            rollouts = build_rollouts(body.query, body.prompts, body.labels)
+            rollouts = build_rollouts(body.query, body.prompts, body.labels, end_texts)
         except InputError as exc:
             raise invalid(["query"], str(exc)) from None
         if len(rollouts) > config.max_batch:
@@ -117,11 +129,15 @@ def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
                                          "--reward-key reward) instead of a bare number.")
                     ) -> Response:
         data = body.model_dump()
-        truncated = (body.model_extra or {}).get("truncated") is True
+        state = sample_state(body.status)
+        truncated = body.truncated is True or state == "truncated"
         rollout = Rollout("0", "0", text_or_messages(data["prompt"]),
-                          text_or_messages(data["response"]), body.label,
+                          completion_of(data["response"], end_texts), body.label,
                           dict(body.metadata or {}), truncated)
-        [[item]] = await service.admit(1, lambda: service.score_groups([[rollout]]))
+        if state in MASKED_STATES:
+            item = masked_score(rollout, rubric, MASKED_STATES[state])
+        else:
+            [[item]] = await service.admit(1, lambda: service.score_groups([[rollout]]))
         reward = fallback if item.reward is None else item.reward
         if not detail:
             return JSONResponse(reward)
@@ -129,7 +145,7 @@ def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
                                "acc": accuracy(item, accuracy_component(rubric)),
                                "status": item.status.value}
         for name, value in item.components.items():
-            out.setdefault(name, 0.0 if value is None else value)
+            out[log_key(name)] = 0.0 if value is None else value
         return JSONResponse(out)
 
     @app.get("/health", response_model=HealthReply, responses=_errors(401),

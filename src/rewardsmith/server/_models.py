@@ -135,7 +135,11 @@ class OpenRLHFReply(BaseModel):
 
 
 class SlimeRequest(BaseModel):
-    """What slime's ``--rm-type remote_rm`` posts to ``--rm-url`` for one sample."""
+    """What slime's ``--rm-type remote_rm`` posts to ``--rm-url`` for one sample.
+
+    slime itself posts prompt, response and label only; ``truncated``, ``status`` and
+    ``metadata`` are read when another client sends them (``custom_rm`` reads them in-process).
+    """
 
     model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
         "prompt": "What is 6 x 7?", "response": "6 x 7 = 42. #### 42", "label": "42"}]})
@@ -143,6 +147,10 @@ class SlimeRequest(BaseModel):
     response: TextOrMessages
     label: Any = None
     metadata: dict[str, Any] | None = None
+    truncated: bool | None = Field(None, description="The response hit the length limit.")
+    status: str | None = Field(
+        None, description="slime's Sample.Status name: 'truncated' marks it truncated; "
+        "'aborted' and 'failed' mask it without scoring.")
 
 
 class SlimeDetail(BaseModel):
