@@ -10,8 +10,9 @@ Rollout JSONL, one object a line. Accepted names:
 - ``metadata`` (an object; other unknown top-level keys are added to it)
 - ``truncated``, or ``finish_reason: "length"``, or ``status: "truncated"``
 
-A line that cannot be read is an ``InputError`` with its line number; nothing is dropped
-silently.
+A line that cannot be read (not UTF-8, not JSON, not a rollout) is an ``InputError`` with its
+line number; nothing is dropped silently. Two rollouts with one ``id`` are refused, naming both
+lines: results are matched to rollouts by id downstream.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from .errors import InputError
+from .files.atomic import atomic_text
+from .files.jsonl import parse_json_line, read_json_objects, read_jsonl
 from .types import Rollout, Score, content_hash
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "write_scores",
     "group_rollouts",
     "OnBadLine",
+    "UniqueIds",
 ]
 
 OnBadLine = Literal["fail", "skip"]
@@ -117,40 +121,73 @@ def rollout_from_dict(data: Any, *, default_id: str) -> Rollout:
     )
 
 
+class UniqueIds:
+    """Refuses a second rollout with an id already seen, naming where both are."""
+
+    def __init__(self, source: str, unit: str = "line"):
+        self.source = source
+        self.unit = unit
+        self._first: dict[str, int] = {}
+
+    def add(self, rollout_id: str, number: int) -> None:
+        first = self._first.setdefault(rollout_id, number)
+        if first != number:
+            raise InputError(
+                f"rollout id {rollout_id!r} is also the id of {self.unit} {first}: ids must be "
+                f"unique (scores are matched to rollouts by id)", source=self.source,
+                line=number if self.unit == "line" else None)
+
+
 @dataclass
 class RolloutReader:
-    """Reads rollout JSONL; with ``on_bad_line="skip"`` bad lines are collected in ``bad_lines``."""
+    """Reads rollout JSONL; with ``on_bad_line="skip"`` bad lines are collected in ``bad_lines``.
+
+    A duplicate id is refused even when skipping: which of the two is right cannot be known."""
 
     source: str
     on_bad_line: OnBadLine = "fail"
     bad_lines: list[InputError] = field(default_factory=list)
     lines_read: int = 0
 
+    def __post_init__(self) -> None:
+        self._ids = UniqueIds(self.source)
+
+    def _rollout(self, number: int, value: Any, error: InputError | None) -> Rollout | None:
+        try:
+            if error is not None:
+                raise error
+            rollout = rollout_from_dict(value, default_id=str(number))
+        except (ValueError, RecursionError) as exc:
+            bad = exc if isinstance(exc, InputError) else InputError(
+                str(exc), source=self.source, line=number)
+            if self.on_bad_line == "fail":
+                raise bad from None
+            self.bad_lines.append(bad)
+            return None
+        self._ids.add(rollout.id, number)
+        return rollout
+
     def iter_lines(self, lines: Iterable[str | bytes]) -> Iterator[Rollout]:
         for number, raw in enumerate(lines, start=1):
             self.lines_read = number
-            text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-            if not text.strip():
+            if not raw.strip():
                 continue
+            value: Any = None
+            error: InputError | None = None
             try:
-                try:
-                    data = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from exc
-                yield rollout_from_dict(data, default_id=str(number))
-            except (ValueError, RecursionError) as exc:
-                error = InputError(str(exc), source=self.source, line=number)
-                if self.on_bad_line == "fail":
-                    raise error from exc
-                self.bad_lines.append(error)
+                value = parse_json_line(raw, number, self.source)
+            except InputError as exc:
+                error = exc
+            rollout = self._rollout(number, value, error)
+            if rollout is not None:
+                yield rollout
 
     def read(self, path: str | Path) -> Iterator[Rollout]:
-        try:
-            handle = open(path, encoding="utf-8", errors="replace", newline="")  # noqa: SIM115
-        except OSError as exc:
-            raise InputError(f"cannot open: {exc.strerror or exc}", source=str(path)) from exc
-        with handle:
-            yield from self.iter_lines(handle)
+        for line in read_jsonl(path, source=self.source):
+            self.lines_read = line.number
+            rollout = self._rollout(line.number, line.value, line.error)
+            if rollout is not None:
+                yield rollout
 
 
 def read_rollouts(path: str | Path, *, on_bad_line: OnBadLine = "fail") -> list[Rollout]:
@@ -181,9 +218,10 @@ def score_line(score: Score, extra: Mapping[str, Any] | None = None) -> str:
 
 
 def write_scores(target: str | Path | IO[str], scores: Iterable[Score]) -> int:
-    """Write scored JSONL to a path or an open text file; returns the number of lines."""
+    """Write scored JSONL to a path (replaced atomically: complete or not at all) or an open
+    text file; returns the number of lines."""
     if isinstance(target, (str, Path)):
-        with open(target, "w", encoding="utf-8") as handle:
+        with atomic_text(target) as handle:
             return write_scores(handle, scores)
     count = 0
     for score in scores:
@@ -191,31 +229,6 @@ def write_scores(target: str | Path | IO[str], scores: Iterable[Score]) -> int:
         count += 1
     target.flush()
     return count
-
-
-def read_json_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for each non-blank line of a JSONL file; an unopenable file or a
-    line that is not a JSON object is an ``InputError`` naming the file and the line."""
-    source = str(path)
-    try:
-        handle = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
-    except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror or exc}", source=source) from exc
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno})",
-                                 source=source, line=number) from exc
-            except RecursionError as exc:
-                raise InputError("JSON nested too deeply", source=source, line=number) from exc
-            if not isinstance(data, dict):
-                raise InputError(f"expected a JSON object, got {type(data).__name__}",
-                                 source=source, line=number)
-            yield number, data
 
 
 def read_scores(path: str | Path) -> list[Score]:

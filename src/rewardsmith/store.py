@@ -7,6 +7,12 @@ rubric. The file is SQLite in WAL mode: several processes may read and write it 
 write is one transaction (a crash loses at most the batch in flight, never the file), and the
 judge's call ledger may live in the same file under its own ``judge_`` tables.
 
+A run is ``running`` until it is ``done``; one stopped by Ctrl-C or SIGTERM is marked
+``interrupted``, one that failed ``failed``. Each run records who runs it (pid, host, boot id,
+process start time), so a ``running`` run whose process is gone (``kill -9``, a crash, a
+reboot) reads as ``killed``. A store that cannot be written (file mode, read-only folder) is
+opened read-only: reading works, and a write fails with a message that says "read-only".
+
 Tables (all ``store_``):
 
 - ``store_items``: content key -> a small integer, and the rollout's content when known
@@ -34,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StoreError
+from .process_identity import ProcessIdentity
+from .sqlite_setup import connect, ensure_schema, is_read_only_error, read_only_reason
+from .status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of
 from .types import ComponentResult, Rollout, Status, content_hash, key_of_content
 from .workers import gc_paused
 
@@ -47,20 +56,17 @@ __all__ = [
 ]
 
 DEFAULT_STORE_PATH = "rewardsmith.db"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _CHUNK = 900  # keys per IN (...) query: well under SQLite's variable limit
 _ITEM_CACHE = 2_000_000  # item numbers kept in memory (about 100 bytes each)
-_STATUS_CODES = (Status.OK, Status.ERROR, Status.TIMEOUT, Status.MASKED)
-_CODE_OF = {status: code for code, status in enumerate(_STATUS_CODES)}
+_STATUS_CODES = STATUS_CODES
+_CODE_OF = {status: code_of(status) for status in STATUS_CODES}
 _REUSABLE = (Status.OK, Status.MASKED)  # failures are retried next time, never replayed
 
 # A stored result as the fast path wants it: a bare float is an ok result without metrics.
 StoredCell = float | ComponentResult
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS store_meta (
-    key TEXT PRIMARY KEY, value TEXT NOT NULL
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS store_items (
     id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, data TEXT
 );
@@ -71,7 +77,8 @@ CREATE TABLE IF NOT EXISTS store_runs (
     id TEXT PRIMARY KEY, kind TEXT NOT NULL, created REAL NOT NULL, finished REAL,
     status TEXT NOT NULL, rubric_name TEXT NOT NULL, rubric_id TEXT NOT NULL,
     source TEXT NOT NULL, parent TEXT, members TEXT NOT NULL, size INTEGER NOT NULL,
-    components TEXT NOT NULL, summary TEXT
+    components TEXT NOT NULL, summary TEXT, pid INTEGER, host TEXT, boot_id TEXT,
+    process_start TEXT
 );
 CREATE TABLE IF NOT EXISTS store_members (
     run TEXT NOT NULL, position INTEGER NOT NULL, id TEXT NOT NULL, grp TEXT NOT NULL,
@@ -82,6 +89,10 @@ CREATE TABLE IF NOT EXISTS store_results (
     error TEXT, metrics TEXT, recorded REAL NOT NULL, PRIMARY KEY (component, item)
 ) WITHOUT ROWID;
 """
+# Schema 1 -> 2: who runs each run, so a dead run can be told from a running one.
+_MIGRATIONS = {1: [f"ALTER TABLE store_runs ADD COLUMN {column}" for column in (
+    "pid INTEGER", "host TEXT", "boot_id TEXT", "process_start TEXT")]}
+_RUN_COLUMNS = 13  # store_runs columns before the process identity
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,8 @@ class RunInfo:
     size: int
     components: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] | None = None
+    pid: int | None = None
+    host: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -157,49 +170,44 @@ class Store:
     tried again next time.
     """
 
-    def __init__(self, path: str | Path = DEFAULT_STORE_PATH, *, timeout: float = 60.0):
+    def __init__(self, path: str | Path = DEFAULT_STORE_PATH, *, timeout: float = 60.0,
+                 read_only: bool | None = None):
+        """``read_only``: True opens for reading only (the file must exist); None (default)
+        opens read-only when the file cannot be written, read-write otherwise."""
         self.path = str(path)
         self._lock = threading.RLock()
         self._component_ids: dict[str, int] = {}  # identity -> number (numbers never change)
         self._item_ids: dict[str, int] = {}  # key -> number, for the runs begun here
-        parent = Path(self.path).resolve().parent
-        if not parent.is_dir():
-            raise StoreError(f"cannot open store {self.path!r}: directory {str(parent)!r} "
-                             f"does not exist")
+        self._open_runs: set[str] = set()  # begun here, not finished yet
+        reason = read_only_reason(self.path)
+        if read_only is None:
+            read_only = reason is not None and Path(self.path).exists()
+        self.read_only = read_only
+        self._read_only_reason = reason or "opened for reading"
+        if not read_only and reason is not None:
+            raise StoreError(f"cannot create store {self.path!r}: it is read-only ({reason})")
+        self._db = connect(self.path, what="store", timeout=timeout, read_only=read_only)
         try:
-            self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None,
-                                       check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open store {self.path!r}: {exc}") from exc
-        try:
-            self._setup(timeout)
+            self._setup()
         except BaseException:
             self._db.close()
             raise
 
-    def _setup(self, timeout: float) -> None:
+    def _setup(self) -> None:
         with self._guard("open"):
-            self._db.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-            mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(f"store {self.path!r}: cannot use WAL mode (got {mode!r}); "
-                                 f"is it on a network file system?")
-            # In WAL mode, NORMAL survives a killed process (only power loss can drop the
-            # last transactions), and it keeps each commit cheap.
-            self._db.execute("PRAGMA synchronous = NORMAL")
-            with self._write():
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self._db.execute(statement)
-                row = self._db.execute(
-                    "SELECT value FROM store_meta WHERE key = 'schema'").fetchone()
-                if row is None:
-                    self._db.execute("INSERT INTO store_meta VALUES ('schema', ?)",
-                                     (str(SCHEMA_VERSION),))
-                elif int(row[0]) > SCHEMA_VERSION:
-                    raise StoreError(
-                        f"store {self.path!r} was written by a newer rewardsmith (schema "
-                        f"{row[0]}; this version reads {SCHEMA_VERSION}): upgrade rewardsmith")
+            self.schema = ensure_schema(self._db, what="store", path=self.path, prefix="store",
+                                        script=_SCHEMA, version=SCHEMA_VERSION,
+                                        migrations=_MIGRATIONS, read_only=self.read_only)
+            row = self._db.execute(
+                "SELECT value FROM store_meta WHERE key = 'status_encoding'").fetchone()
+            if row is None and not self.read_only:
+                with self._write():
+                    self._db.execute("INSERT OR IGNORE INTO store_meta VALUES "
+                                     "('status_encoding', ?)", (str(STATUS_ENCODING_VERSION),))
+            elif row is not None and row[0] != str(STATUS_ENCODING_VERSION):
+                raise StoreError(f"store {self.path!r} encodes statuses with version {row[0]}; "
+                                 f"this rewardsmith knows version {STATUS_ENCODING_VERSION}: "
+                                 f"upgrade rewardsmith")
 
     # ------------------------------------------------------------ plumbing
 
@@ -213,12 +221,19 @@ class Store:
                 if "not a database" in message or "malformed" in message:
                     raise StoreError(f"{self.path!r} is not a readable rewardsmith store "
                                      f"({message})") from exc
+                if is_read_only_error(exc):
+                    raise StoreError(f"store {self.path!r} is read-only "
+                                     f"({read_only_reason(self.path) or 'the file system refused a write'}): "
+                                     f"{what} needs to write it") from exc
                 raise StoreError(f"store {self.path!r}: {what} failed: {message}") from exc
 
     @contextmanager
     def _write(self) -> Iterator[None]:
         # IMMEDIATE takes the write lock up front, so a busy file makes us wait (busy_timeout)
         # instead of failing when a read transaction would later need to become a write.
+        if self.read_only:
+            raise StoreError(f"store {self.path!r} is read-only ({self._read_only_reason}): "
+                             f"this needs to write it")
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
@@ -236,8 +251,25 @@ class Store:
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 traceback: object) -> None:
+        try:
+            if exc is not None and self._open_runs:
+                # Stopped by the user (Ctrl-C; SIGTERM arrives as SystemExit from the CLI) or
+                # by an error: say so, instead of leaving the run "running" forever.
+                stopped = isinstance(exc, (KeyboardInterrupt, SystemExit))
+                self.abandon_runs("interrupted" if stopped else "failed")
+        finally:
+            self.close()
+
+    def abandon_runs(self, status: str = "interrupted") -> None:
+        """Mark the runs begun here and not finished as ``status`` (best effort: a store that
+        cannot be written now leaves them to be read as ``killed`` later)."""
+        for run_id in list(self._open_runs):
+            try:
+                self.end_run(run_id, status)
+            except StoreError:
+                pass
 
     # ------------------------------------------------------------ numbering
 
@@ -486,10 +518,13 @@ class Store:
     def _insert_run(self, run_id: str, kind: str, rubric_name: str, rubric_id: str, source: str,
                     parent: str | None, members: str, size: int,
                     components: Sequence[Mapping[str, Any]]) -> None:
+        me = ProcessIdentity.current()
         self._db.execute(
-            "INSERT INTO store_runs VALUES (?, ?, ?, NULL, 'running', ?, ?, ?, ?, ?, ?, ?, NULL)",
+            "INSERT INTO store_runs VALUES (?, ?, ?, NULL, 'running', ?, ?, ?, ?, ?, ?, ?, NULL, "
+            "?, ?, ?, ?)",
             (run_id, kind, time.time(), rubric_name, rubric_id, source, parent, members, size,
-             json.dumps([dict(c) for c in components])))
+             json.dumps([dict(c) for c in components]), me.pid, me.host, me.boot_id, me.start))
+        self._open_runs.add(run_id)
 
     def finish_run(self, run_id: str, summary: Mapping[str, Any] | None = None) -> None:
         """Mark a run done and keep its summary (JSON-serializable numbers)."""
@@ -498,6 +533,18 @@ class Store:
             self._db.execute(
                 "UPDATE store_runs SET status = 'done', finished = ?, summary = ? WHERE id = ?",
                 (time.time(), text, run_id))
+        self._open_runs.discard(run_id)
+
+    def end_run(self, run_id: str, status: str) -> None:
+        """Mark a run that did not finish: ``interrupted`` (stopped by the user) or
+        ``failed``. A run already done keeps its status."""
+        if status not in ("interrupted", "failed"):
+            raise ValueError(f"a run ends 'interrupted' or 'failed', not {status!r}")
+        with self._guard("ending the run"), self._write():
+            self._db.execute(
+                "UPDATE store_runs SET status = ?, finished = ? WHERE id = ? "
+                "AND status = 'running'", (status, time.time(), run_id))
+        self._open_runs.discard(run_id)
 
     def runs(self) -> list[RunInfo]:
         """Every recorded run, oldest first."""
@@ -586,8 +633,13 @@ class Store:
 
 def _run_info(row: tuple[Any, ...]) -> RunInfo:
     (run_id, kind, created, finished, status, rubric_name, rubric_id, source, parent, members,
-     size, components, summary) = row
+     size, components, summary) = row[:_RUN_COLUMNS]
+    pid = host = None
+    if len(row) > _RUN_COLUMNS:  # schema 2: who runs it
+        pid, host, boot_id, start = row[_RUN_COLUMNS:_RUN_COLUMNS + 4]
+        if status == "running" and pid is not None and host is not None and \
+                ProcessIdentity(int(pid), host, boot_id, start).liveness() == "gone":
+            status = "killed"  # its process ended without finishing it
     return RunInfo(run_id, kind, created, finished, status, rubric_name, rubric_id, source,
                    parent, members, size, json.loads(components or "[]"),
-                   json.loads(summary) if summary else None)
-
+                   json.loads(summary) if summary else None, pid, host)

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, InputError
+from .files.atomic import atomic_path, atomic_text
 from .io import (
     OnBadLine,
     RolloutReader,
+    UniqueIds,
     read_json_objects,
     read_scores,
     rollout_from_dict,
@@ -104,15 +106,22 @@ def read_rollouts_parquet(path: str | Path, *, on_bad_line: OnBadLine = "fail",
     """Rollouts from a Parquet file; a bad row raises (or, with ``on_bad_line="skip"``, is
     added to ``bad_lines``) naming its 1-based row number."""
     out = []
+    ids = UniqueIds(str(path), unit="row")
     for number, row in enumerate(_read_rows(path), start=1):
         try:
-            out.append(rollout_from_dict(row, default_id=str(number)))
+            rollout = rollout_from_dict(row, default_id=str(number))
         except (ValueError, TypeError) as exc:
             error = InputError(f"row {number}: {exc}", source=str(path))
             if on_bad_line == "fail":
                 raise error from exc
             if bad_lines is not None:
                 bad_lines.append(error)
+            continue
+        try:
+            ids.add(rollout.id, number)
+        except InputError as exc:
+            raise InputError(f"row {number}: {exc.reason}", source=str(path)) from None
+        out.append(rollout)
     return out
 
 
@@ -167,7 +176,7 @@ def write_rollouts_any(path: str | Path, rollouts: Iterable[Rollout]) -> int:
     if is_parquet(path):
         return write_rollouts_parquet(path, rollouts)
     count = 0
-    with open(path, "w", encoding="utf-8") as handle:
+    with atomic_text(path) as handle:
         for rollout in rollouts:
             handle.write(json.dumps(rollout.to_dict(), ensure_ascii=False, default=str) + "\n")
             count += 1
@@ -175,10 +184,11 @@ def write_rollouts_any(path: str | Path, rollouts: Iterable[Rollout]) -> int:
 
 
 def _write_table(pq: Any, table: Any, path: str | Path) -> None:
-    try:
-        pq.write_table(table, str(path))
-    except OSError as exc:
-        raise ConfigError(f"cannot write {str(path)!r}: {exc}") from exc
+    with atomic_path(path) as temporary:
+        try:
+            pq.write_table(table, str(temporary))
+        except OSError as exc:
+            raise ConfigError(f"cannot write {str(path)!r}: {exc}") from exc
 
 
 # ------------------------------------------------------------------ scores
@@ -252,7 +262,7 @@ def write_scores_any(path: str | Path, scores: Sequence[Score]) -> int:
     if is_parquet(path):
         return write_scores_parquet(path, scores)
     try:
-        with open(path, "w", encoding="utf-8") as handle:
+        with atomic_text(path) as handle:
             for start in range(0, len(scores), 8192):
                 handle.write(score_lines(scores[start:start + 8192]))
     except OSError as exc:

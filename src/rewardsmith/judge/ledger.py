@@ -30,17 +30,17 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..errors import StoreError
+from ..sqlite_setup import connect, ensure_schema
 
 __all__ = ["CallRecord", "Claim", "Ledger", "Owner", "Record", "pid_alive"]
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = 1
 LEASE_SECONDS = 60.0
 _CHUNK = 500  # keys per IN (...) query, well under SQLite's variable limit
 T = TypeVar("T")
 _Queued = tuple[Callable[[sqlite3.Connection], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS judge_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS judge_records (
     key TEXT PRIMARY KEY,
     state TEXT NOT NULL CHECK (state IN ('claimed', 'ok', 'failed')),
@@ -194,36 +194,16 @@ class Ledger:
         return self._conn
 
     def _connect(self) -> sqlite3.Connection:
-        try:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute("PRAGMA busy_timeout = 30000")
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"judge store {self.path!r} cannot be opened: {exc}") from None
-        return conn
+        return connect(self.path, what="judge store", timeout=30.0, wal=False)
 
     def _open(self) -> sqlite3.Connection:
-        directory = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(directory):
-            raise StoreError(f"judge store {self.path!r}: folder {directory!r} does not exist")
-        conn = self._connect()
+        conn = connect(self.path, what="judge store", timeout=30.0)
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            # NORMAL in WAL mode survives a killed process (only power loss can drop the
-            # latest commits), at a fraction of FULL's cost per call.
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.executescript(_SCHEMA)
-            row = conn.execute("SELECT value FROM judge_meta WHERE key = 'schema'").fetchone()
-            if row is None:
-                conn.execute("INSERT OR IGNORE INTO judge_meta VALUES ('schema', ?)",
-                             (SCHEMA_VERSION,))
-            elif row[0] != SCHEMA_VERSION:
-                conn.close()
-                raise StoreError(f"judge store {self.path!r} has judge schema {row[0]}; this "
-                                 f"version of rewardsmith reads schema {SCHEMA_VERSION}")
-        except sqlite3.DatabaseError as exc:
+            ensure_schema(conn, what="judge store", path=self.path, prefix="judge",
+                          script=_SCHEMA, version=SCHEMA_VERSION)
+        except BaseException:
             conn.close()
-            raise StoreError(f"judge store {self.path!r} cannot be opened: {exc}") from None
+            raise
         return conn
 
     def open(self) -> None:

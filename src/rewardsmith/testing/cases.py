@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, InputError
+from ..files.jsonl import read_jsonl
 from ..io import rollout_from_dict
 from ..types import Rollout
 from .checks import Expectation
@@ -102,25 +103,17 @@ def _case(data: Any, line: int) -> Case:
 def load_cases(path: str | Path) -> list[Case]:
     """Every case in a cases JSONL file; an ``InputError`` lists each bad line by number."""
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("the cases file does not exist", source=source) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"the cases file cannot be read: {exc}", source=source) from None
+    if not Path(path).exists():
+        raise InputError("the cases file does not exist", source=source)
     cases: list[Case] = []
     bad: list[str] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for line in read_jsonl(path):
         try:
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"not valid JSON ({exc.msg} at column {exc.colno})") from exc
-            cases.append(_case(data, number))
+            if line.error is not None:
+                raise ValueError(line.error.reason)
+            cases.append(_case(line.value, line.number))
         except (ValueError, RecursionError) as exc:
-            bad.append(f"{source}:{number}: {exc}")
+            bad.append(f"{source}:{line.number}: {exc}")
     if bad:
         raise InputError(f"{len(bad)} unreadable line(s) in the cases file:\n" + "\n".join(bad))
     if not cases:
