@@ -1,0 +1,82 @@
+"""``reward: ifeval``: the share (or all) of a rollout's IFEval constraints its completion meets.
+
+Strict mode checks the response as written. Loose mode, as IFEval defines it, also accepts the
+response without its first line, without its last line, without both, and each of those with
+markdown asterisks removed: a constraint passes when any of the eight passes.
+
+Two rules hold for every constraint, in both modes: a response with no letter or digit at all
+(empty, ``{}``, a row of asterisks) meets nothing but "JSON format", and a response that is only
+the prompt repeated back meets nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._registry import builtin
+from .checks import CHECKS
+from .spec import Instruction, parse_instructions
+from .text import has_content
+
+__all__ = ["ifeval", "loose_variants", "follows"]
+
+_MODES = ("fraction", "all")
+
+
+def loose_variants(text: str) -> list[str]:
+    """IFEval's loose readings of ``text``, the text itself first, without repeats."""
+    lines = text.split("\n")
+    cut = ["\n".join(lines[1:]).strip(), "\n".join(lines[:-1]).strip(),
+           "\n".join(lines[1:-1]).strip()]
+    variants = [text, text.replace("*", "")]
+    for variant in cut:
+        variants.extend((variant, variant.replace("*", "")))
+    seen: set[str] = set()
+    unique = []
+    for variant in variants:
+        if variant not in seen:
+            seen.add(variant)
+            unique.append(variant)
+    return unique
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _earns(text: str, instruction: Instruction) -> bool:
+    if not text.strip():
+        return False
+    if not has_content(text) and instruction.id != "detectable_format:json_format":
+        return False
+    return CHECKS[instruction.id](text, instruction.kwargs)
+
+
+def follows(text: str, instructions: tuple[Instruction, ...], *, loose: bool = False,
+            prompt: str = "") -> list[bool]:
+    """For each instruction, whether ``text`` follows it (strict, or loose)."""
+    if prompt.strip() and _squash(text) == _squash(prompt):
+        return [False] * len(instructions)  # the prompt echoed back earns nothing
+    readings = loose_variants(text) if loose else [text]
+    return [any(_earns(reading, inst) for reading in readings) for inst in instructions]
+
+
+@builtin("ifeval", kind="verifier")
+def ifeval(completion: str, answer: Any, prompt: str = "", loose: bool = False,
+           mode: str = "fraction") -> dict[str, float]:
+    """IFEval constraints from the answer (instruction_id_list + kwargs): share met, or all."""
+    if mode not in _MODES:
+        raise ValueError(f"ifeval: mode must be 'fraction' or 'all', not {mode!r}")
+    if not isinstance(loose, bool):
+        raise ValueError(f"ifeval: loose must be true or false, not {loose!r}")
+    instructions = parse_instructions(answer)
+    verdicts = follows(completion, instructions, loose=loose, prompt=prompt or "")
+    met = sum(verdicts)
+    reward = met / len(verdicts) if mode == "fraction" else float(met == len(verdicts))
+    result: dict[str, float] = {"reward": reward}
+    for position, (instruction, verdict) in enumerate(zip(instructions, verdicts)):
+        name = instruction.id
+        if name in result:  # the same id twice: the second is named by its position
+            name = f"{name}#{position}"
+        result[name] = 1.0 if verdict else 0.0
+    return result

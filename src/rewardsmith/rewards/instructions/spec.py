@@ -1,0 +1,203 @@
+"""Reading IFEval constraints: ``instruction_id_list`` plus a matching ``kwargs`` list.
+
+The answer holds them as IFEval and the RLVR-IF datasets store them: a dict, the same dict as a
+JSON string, or a one-element list around it. Every kwarg is checked against what its
+instruction takes; an unknown id, a missing or extra kwarg, or a value of the wrong kind raises
+``ValueError`` naming the instruction's position, its id and the kwarg, never a silent pass.
+``None`` values are dropped first: the published dataset pads every row with all kwarg names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from .text import known_languages
+
+__all__ = ["Instruction", "parse_instructions", "KWARGS", "RELATIONS"]
+
+RELATIONS = ("less than", "at least")
+
+Reader = Callable[[Any], Any]
+
+
+class _Bad(ValueError):
+    """A kwarg value of the wrong kind; the message says what was expected."""
+
+
+def _count(value: Any) -> int:
+    # JSON from other tools may write counts as 3.0; a fraction or a bool is not a count.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Bad(f"expected a whole number >= 0, got {value!r}")
+    if isinstance(value, float) and not value.is_integer():
+        raise _Bad(f"expected a whole number >= 0, got {value!r}")
+    if value < 0:
+        raise _Bad(f"expected a whole number >= 0, got {value!r}")
+    return int(value)
+
+
+def _positive(value: Any) -> int:
+    number = _count(value)
+    if number < 1:
+        raise _Bad(f"expected a whole number >= 1, got {value!r}")
+    return number
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _Bad(f"expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+def _lower_text(value: Any) -> str:
+    return _text(value).lower()
+
+
+def _words(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        raise _Bad(f"expected a non-empty list of strings, got {value!r}")
+    return tuple(_text(item) for item in value)
+
+
+def _relation(value: Any) -> str:
+    if value not in RELATIONS:
+        raise _Bad(f"expected one of {', '.join(map(repr, RELATIONS))}, got {value!r}")
+    return str(value)
+
+
+def _letter(value: Any) -> str:
+    if not isinstance(value, str) or len(value.strip()) != 1 or not value.strip().isascii() \
+            or not value.strip().isalpha():
+        raise _Bad(f"expected one letter a-z, got {value!r}")
+    return value.strip().lower()
+
+
+def _language(value: Any) -> str:
+    code = _text(value).lower()
+    if code not in known_languages():
+        raise _Bad(f"expected a language code the detector knows (such as 'en', 'de', "
+                   f"'zh-cn'), got {value!r}")
+    return code
+
+
+# Each instruction id and the kwargs it takes, every one required.
+KWARGS: dict[str, dict[str, Reader]] = {
+    "keywords:existence": {"keywords": _words},
+    "keywords:frequency": {"keyword": _text, "frequency": _count, "relation": _relation},
+    "keywords:forbidden_words": {"forbidden_words": _words},
+    "keywords:letter_frequency": {"letter": _letter, "let_frequency": _count,
+                                  "let_relation": _relation},
+    "language:response_language": {"language": _language},
+    "length_constraints:number_sentences": {"num_sentences": _count, "relation": _relation},
+    "length_constraints:number_paragraphs": {"num_paragraphs": _positive},
+    "length_constraints:number_words": {"num_words": _count, "relation": _relation},
+    "length_constraints:nth_paragraph_first_word": {
+        "num_paragraphs": _positive, "nth_paragraph": _positive, "first_word": _lower_text},
+    "detectable_content:number_placeholders": {"num_placeholders": _count},
+    "detectable_content:postscript": {"postscript_marker": _text},
+    "detectable_format:number_bullet_lists": {"num_bullets": _count},
+    "detectable_format:constrained_response": {},
+    "detectable_format:number_highlighted_sections": {"num_highlights": _count},
+    "detectable_format:multiple_sections": {"section_spliter": _text, "num_sections": _count},
+    "detectable_format:json_format": {},
+    "detectable_format:title": {},
+    "combination:two_responses": {},
+    "combination:repeat_prompt": {"prompt_to_repeat": _text},
+    "startend:end_checker": {"end_phrase": _lower_text},
+    "change_case:capital_word_frequency": {"capital_frequency": _count,
+                                           "capital_relation": _relation},
+    "change_case:english_capital": {},
+    "change_case:english_lowercase": {},
+    "punctuation:no_comma": {},
+    "startend:quotation": {},
+}
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """One constraint: its IFEval id and its checked kwargs."""
+
+    id: str
+    kwargs: Mapping[str, Any]
+
+
+def _unwrap(answer: Any) -> Mapping[str, Any]:
+    if isinstance(answer, (list, tuple)) and len(answer) == 1:
+        answer = answer[0]
+    if not isinstance(answer, Mapping):
+        raise ValueError(
+            "ifeval: the answer must hold 'instruction_id_list' and 'kwargs' (a dict or its "
+            f"JSON string), got {type(answer).__name__}"
+        )
+    return answer
+
+
+def _read_one(position: int, instruction_id: Any, raw: Any) -> Instruction:
+    where = f"ifeval: instruction {position}"
+    if not isinstance(instruction_id, str) or instruction_id not in KWARGS:
+        raise ValueError(f"{where}: unknown instruction id {instruction_id!r}")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where} ({instruction_id}): kwargs must be an object, got {raw!r}")
+    takes = KWARGS[instruction_id]
+    given = {str(k): v for k, v in raw.items() if v is not None}
+    extra = sorted(set(given) - set(takes))
+    if extra:
+        raise ValueError(f"{where} ({instruction_id}): takes no kwarg(s) "
+                         f"{', '.join(map(repr, extra))}; it takes {sorted(takes) or 'none'}")
+    missing = sorted(set(takes) - set(given))
+    if missing:
+        raise ValueError(f"{where} ({instruction_id}): missing kwarg(s) "
+                         f"{', '.join(map(repr, missing))}")
+    values: dict[str, Any] = {}
+    for name, reader in takes.items():
+        try:
+            values[name] = reader(given[name])
+        except _Bad as exc:
+            raise ValueError(f"{where} ({instruction_id}): kwarg {name!r}: {exc}") from None
+    if instruction_id == "length_constraints:nth_paragraph_first_word" and \
+            values["nth_paragraph"] > values["num_paragraphs"]:
+        raise ValueError(f"{where} ({instruction_id}): nth_paragraph "
+                         f"{values['nth_paragraph']} is past num_paragraphs "
+                         f"{values['num_paragraphs']}")
+    return Instruction(instruction_id, values)
+
+
+def _from_mapping(answer: Mapping[str, Any]) -> tuple[Instruction, ...]:
+    ids = answer.get("instruction_id_list", answer.get("instruction_id"))
+    if ids is None:
+        raise ValueError("ifeval: the answer has no 'instruction_id_list'")
+    if isinstance(ids, str) or not isinstance(ids, Sequence) or not ids:
+        raise ValueError(f"ifeval: 'instruction_id_list' must be a non-empty list, got {ids!r}")
+    kwargs = answer.get("kwargs")
+    if kwargs is None:
+        kwargs = [{} for _ in ids]
+    if isinstance(kwargs, str) or not isinstance(kwargs, Sequence):
+        raise ValueError(f"ifeval: 'kwargs' must be a list (one object per instruction), "
+                         f"got {kwargs!r}")
+    if len(kwargs) != len(ids):
+        raise ValueError(f"ifeval: {len(ids)} instruction id(s) but {len(kwargs)} kwargs")
+    return tuple(_read_one(i, iid, raw) for i, (iid, raw) in enumerate(zip(ids, kwargs)))
+
+
+@lru_cache(maxsize=4096)
+def _from_json(text: str) -> tuple[Instruction, ...]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"ifeval: the answer is a string but not JSON: {exc}") from None
+    return _from_mapping(_unwrap(value))
+
+
+def parse_instructions(answer: Any) -> tuple[Instruction, ...]:
+    """The checked constraints in ``answer``; ``ValueError`` naming what is wrong."""
+    if answer is None:
+        raise ValueError("ifeval: the answer is missing; it must hold 'instruction_id_list' "
+                         "and 'kwargs'")
+    if isinstance(answer, str):
+        return _from_json(answer)
+    return _from_mapping(_unwrap(answer))

