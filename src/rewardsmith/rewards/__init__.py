@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import answers as _answers  # noqa: F401
+from . import code as _code  # noqa: F401
 from . import formats as _formats  # noqa: F401
 from . import instructions as _instructions  # noqa: F401
 from . import mathanswer as _mathanswer  # noqa: F401

@@ -1,0 +1,96 @@
+"""Deciding on the host whether a test's result matches what was expected.
+
+The program's output arrives as text: printed lines, or a value encoded by the harness from
+exact built-in types only. Nothing the program defined (an ``__eq__`` that always says True)
+takes part in a comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+__all__ = ["decode_typed", "outputs_match", "values_match"]
+
+
+def _lines(text: str) -> list[str]:
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return [line.rstrip() for line in text.rstrip().split("\n")]
+
+
+def _number(token: str) -> float | None:
+    try:
+        value = float(token)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _close(a: float, b: float, tolerance: float) -> bool:
+    return abs(a - b) <= tolerance * max(1.0, abs(b))
+
+
+def outputs_match(got: str, expected: str, tolerance: float | None = None) -> bool:
+    """Printed output against the expected text: equal after trailing whitespace is dropped
+    from each line and from the end; with ``tolerance``, numbers may differ by that much
+    (absolute, or relative past 1) token by token."""
+    got_lines, want_lines = _lines(got), _lines(expected)
+    if got_lines == want_lines:
+        return True
+    if tolerance is None or len(got_lines) != len(want_lines):
+        return False
+    for got_line, want_line in zip(got_lines, want_lines):
+        got_tokens, want_tokens = got_line.split(), want_line.split()
+        if len(got_tokens) != len(want_tokens):
+            return False
+        for a, b in zip(got_tokens, want_tokens):
+            if a == b:
+                continue
+            x, y = _number(a), _number(b)
+            if x is None or y is None or not _close(x, y, tolerance):
+                return False
+    return True
+
+
+def values_match(got: Any, expected: Any, tolerance: float | None = None) -> bool:
+    """Two plain values, equal as Python compares them, floats within ``tolerance`` if given."""
+    if isinstance(got, bool) or isinstance(expected, bool):
+        return bool(got == expected)
+    if isinstance(got, (int, float)) and isinstance(expected, (int, float)):
+        if tolerance is not None and (isinstance(got, float) or isinstance(expected, float)):
+            return math.isfinite(got) and math.isfinite(expected) and \
+                _close(float(got), float(expected), tolerance)
+        return bool(got == expected)
+    if isinstance(got, (list, tuple)) and isinstance(expected, (list, tuple)):
+        return type(got) is type(expected) and len(got) == len(expected) and all(
+            values_match(a, b, tolerance) for a, b in zip(got, expected))
+    if isinstance(got, dict) and isinstance(expected, dict):
+        return got.keys() == expected.keys() and all(
+            values_match(got[k], expected[k], tolerance) for k in got)
+    return bool(got == expected)
+
+
+class _BadEncoding(ValueError):
+    pass
+
+
+def decode_typed(data: Any, depth: int = 0) -> Any:
+    """Rebuild a value the harness encoded with its types kept (see ``_typed`` there)."""
+    if depth > 210:
+        raise _BadEncoding("nested too deeply")
+    if data is None or isinstance(data, (bool, int, float, str)):
+        return data
+    if isinstance(data, list):
+        return [decode_typed(v, depth + 1) for v in data]
+    if isinstance(data, dict) and len(data) == 1:
+        (tag, inner), = data.items()
+        if tag == "f" and isinstance(inner, str):
+            return float(inner)
+        if tag == "t" and isinstance(inner, list):
+            return tuple(decode_typed(v, depth + 1) for v in inner)
+        if tag == "s" and isinstance(inner, list):
+            return frozenset(decode_typed(v, depth + 1) for v in inner)
+        if tag == "d" and isinstance(inner, list):
+            return {decode_typed(k, depth + 1): decode_typed(v, depth + 1) for k, v in inner}
+    raise _BadEncoding(f"not a typed value: {json.dumps(data)[:80]}")

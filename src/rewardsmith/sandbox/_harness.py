@@ -1,0 +1,500 @@
+"""The test runner that executes inside the sandbox (standard library only, never imported).
+
+The host starts it as ``python3 -I -c <this file's text>`` inside the sandbox and sends one
+JSON job on stdin: the program, its language, the tests and the limits. It compiles the
+program once, then runs each test in a fresh child process (a fork of itself for Python, an
+``exec`` of the compiled binary or of ``node`` otherwise) with resource limits, a wall-clock
+deadline and capped output, and writes one JSON line per event on stdout.
+
+It never judges: expected outputs never enter the sandbox, so the program cannot read them.
+It reports what the program printed (stdin tests) or the plain value it returned, encoded
+from exact built-in types only (call and expression tests); the host compares.
+
+Run as PID 1 of its own PID namespace, it cannot be killed by the program (``kill(-1, 9)``
+spares the namespace's init) and it kills every other process of the namespace after each
+test, so nothing the program starts outlives its test.
+"""
+
+from __future__ import annotations
+
+import builtins
+import ctypes
+import json
+import math
+import os
+import resource
+import select
+import signal
+import sys
+import time
+import traceback
+from importlib import import_module
+from typing import Any
+
+# Warm the modules solutions import most: each test's fork then shares them.
+for _name in ("bisect", "collections", "functools", "heapq", "itertools", "re", "string"):
+    import_module(_name)
+
+_IS_INIT = os.getpid() == 1
+# Inside the sandbox the work folder is on its tmpfs; outside (``sandbox: none``) the host
+# starts the harness in a fresh private folder.
+_WORK = "/tmp/rs-work" if _IS_INIT else os.getcwd()
+_STDERR_KEEP = 2000
+_VALUE_CAP = 1 << 20
+_EXACT = (type(None), bool, int, str)
+_BUILTINS = dict(builtins.__dict__)
+_exit = os._exit
+_write = os.write
+_type = type
+_isfinite = math.isfinite
+
+
+def _emit(event: dict[str, Any]) -> None:
+    data = (json.dumps(event) + "\n").encode()
+    while data:
+        data = data[_write(1, data):]
+
+
+def _undumpable() -> None:
+    # Keep the program's processes (same uid) out of /proc/1/fd and /proc/1/mem.
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass
+
+
+class _Unencodable(Exception):
+    pass
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON of exact built-in types (tuples and sets as lists); else refused."""
+    if depth > 200:
+        raise _Unencodable("nested too deeply")
+    kind = _type(value)
+    if kind in _EXACT:
+        return value
+    if kind is float:
+        return value if _isfinite(value) else {"__float__": repr(value)}
+    if kind is list or kind is tuple:
+        return [_plain(v, depth + 1) for v in value]
+    if kind is dict:
+        out = {}
+        for key, item in value.items():
+            if _type(key) is not str:
+                raise _Unencodable(f"a dict key of type {_type(key).__name__}")
+            out[key] = _plain(item, depth + 1)
+        return out
+    if kind is set or kind is frozenset:
+        items = [_plain(v, depth + 1) for v in value]
+        try:
+            return sorted(items)
+        except TypeError as exc:
+            raise _Unencodable("a set of unorderable values") from exc
+    raise _Unencodable(f"a value of type {kind.__name__}")
+
+
+def _typed(value: Any, depth: int = 0) -> Any:
+    """``value`` with its exact built-in types kept: lists as lists, every other container
+    tagged ({"t": tuple}, {"s": set}, {"d": dict pairs}, {"f": non-finite float})."""
+    if depth > 200:
+        raise _Unencodable("nested too deeply")
+    kind = _type(value)
+    if kind in _EXACT:
+        return value
+    if kind is float:
+        return value if _isfinite(value) else {"f": repr(value)}
+    if kind is list:
+        return [_typed(v, depth + 1) for v in value]
+    if kind is tuple:
+        return {"t": [_typed(v, depth + 1) for v in value]}
+    if kind is set or kind is frozenset:
+        return {"s": [_typed(v, depth + 1) for v in value]}
+    if kind is dict:
+        return {"d": [[_typed(k, depth + 1), _typed(v, depth + 1)] for k, v in value.items()]}
+    raise _Unencodable(f"a value of type {kind.__name__}")
+
+
+def _set_limits(limits: dict[str, Any], *, memory_mb: int, cpu_s: int) -> None:
+    def cap(which: int, value: int) -> None:
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):
+            soft, hard = resource.getrlimit(which)
+            if hard != resource.RLIM_INFINITY and value > hard:
+                resource.setrlimit(which, (hard, hard))
+
+    try:  # the soft limit sends SIGXCPU (reported as a timeout), the hard one kills
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+    except (ValueError, OSError):
+        pass
+    if memory_mb > 0:
+        cap(resource.RLIMIT_AS, memory_mb << 20)
+    cap(resource.RLIMIT_NPROC, int(limits["processes"]))
+    cap(resource.RLIMIT_FSIZE, int(limits["file_mb"]) << 20)
+    cap(resource.RLIMIT_NOFILE, int(limits["open_files"]))
+    cap(resource.RLIMIT_CORE, 0)
+
+
+def _child_fds(stdin_fd: int, out_w: int, err_w: int, value_w: int | None) -> None:
+    os.dup2(stdin_fd, 0)
+    os.dup2(out_w, 1)
+    os.dup2(err_w, 2)
+    if value_w is not None:
+        os.dup2(value_w, 3)
+    os.closerange(3 if value_w is None else 4, 65536)
+    for fd in (0, 1, 2, 3) if value_w is not None else (0, 1, 2):
+        os.set_inheritable(fd, True)
+
+
+def _python_child(program: Any, test: dict[str, Any], entry: dict[str, Any]) -> None:
+    """In the forked child: run the program (and the test's call) and exit; never returns."""
+    code = 0
+    try:
+        sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        kind = test["kind"]
+        try:
+            exec(program, namespace)
+        except SystemExit as exc:
+            if kind != "stdin":  # exited before the test ran: no value, no pass
+                raise
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            sys.stdout.flush()
+            _exit(code)
+        if kind == "stdin":
+            sys.stdout.flush()
+            _exit(0)
+        if kind == "script":
+            _run_script(test, namespace, entry)
+            _write(3, b"done")
+        else:
+            value = _call_value(test, namespace, entry)
+            try:
+                encode = _typed if kind == "expr" else _plain
+                data = json.dumps({"value": encode(value)}, allow_nan=False).encode()
+            except _Unencodable as exc:
+                data = json.dumps({"unencodable": str(exc)}).encode()
+            while data:
+                data = data[_write(3, data):]
+        sys.stdout.flush()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) and exc.code != 0 else 1
+    except BaseException:  # the program's error: its traceback is the test's stderr
+        try:
+            traceback.print_exc()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        code = 1
+    _exit(code)
+
+
+def _call_value(test: dict[str, Any], namespace: dict[str, Any], entry: dict[str, Any]) -> Any:
+    if test["kind"] == "expr":
+        return eval(entry["expr_code"], namespace)  # noqa: S307  (test code, in the sandbox)
+    name = test["fn"]
+    func = namespace.get(name)
+    if func is None and "Solution" in namespace:  # LeetCode style: a method of Solution
+        func = getattr(namespace["Solution"](), name, None)
+    if not callable(func):
+        raise NameError(f"the program defines no function {name!r}")
+    return func(*test["args"])
+
+
+def _run_script(test: dict[str, Any], namespace: dict[str, Any], entry: dict[str, Any]) -> None:
+    # Undo what the program may have done to the interpreter before the tests run.
+    builtins.__dict__.clear()
+    builtins.__dict__.update(_BUILTINS)
+    sys.settrace(None)
+    sys.setprofile(None)
+    exec(entry["script_code"], namespace)
+    target = test.get("entry")
+    if target:
+        check = namespace.get("check")
+        candidate = namespace.get(target)
+        if not callable(check) or not callable(candidate):
+            raise NameError(f"no check() or no {target!r} to test")
+        check(candidate)
+
+
+def _read_some(fd: int, sink: bytearray, cap: int) -> bool:
+    """Read what is there; False at end of stream. Keeps at most ``cap`` bytes."""
+    try:
+        chunk = os.read(fd, 65536)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    if not chunk:
+        return False
+    room = cap - len(sink)
+    if room > 0:
+        sink += chunk[:room]
+    if len(chunk) > room:
+        sink.extend(b"\0")  # a marker byte past the cap: the output overflowed
+    return True
+
+
+def _kill_rest(pid: int) -> None:
+    """Kill the test's process and, as init of the namespace, everything else it started."""
+    if _IS_INIT:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    else:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _run_child(start: Any, stdin_data: bytes, limits: dict[str, Any], deadline_s: float,
+               want_value: bool, memory_mb: int) -> dict[str, Any]:
+    """Fork, let ``start()`` become the test's program, collect its output within limits."""
+    stdin_fd = os.open(_WORK, os.O_TMPFILE | os.O_RDWR, 0o600)
+    os.write(stdin_fd, stdin_data)
+    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    val_r, val_w = os.pipe() if want_value else (None, None)
+    cpu_s = max(1, int(math.ceil(deadline_s)) + 1)
+    began = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setsid()
+            _child_fds(stdin_fd, out_w, err_w, val_w)
+            _set_limits(limits, memory_mb=memory_mb, cpu_s=cpu_s)
+            start()
+        except BaseException:
+            pass
+        _exit(127)
+    os.close(stdin_fd)
+    os.close(out_w)
+    os.close(err_w)
+    if val_w is not None:
+        os.close(val_w)
+    out, err, val = bytearray(), bytearray(), bytearray()
+    caps = {out_r: (out, int(limits["output_bytes"])), err_r: (err, 65536)}
+    if val_r is not None:
+        caps[val_r] = (val, _VALUE_CAP)
+    for fd in caps:
+        os.set_blocking(fd, False)
+    pidfd = os.pidfd_open(pid)
+    open_fds = set(caps)
+    status, exit_code = "done", None
+    deadline = began + deadline_s
+    exited = False
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            status = "timeout"
+            break
+        ready, _, _ = select.select([*open_fds, pidfd], [], [], deadline - now)
+        for fd in ready:
+            if fd == pidfd:
+                exited = True
+                continue
+            sink, cap = caps[fd]
+            if not _read_some(fd, sink, cap):
+                open_fds.discard(fd)
+            elif len(sink) > cap:
+                status = "output_limit"
+        if status == "output_limit":
+            break
+        if exited:
+            # Drain what is already in the pipes; a grandchild may hold them open.
+            for fd in list(open_fds):
+                sink, cap = caps[fd]
+                while fd in open_fds and len(sink) <= cap:
+                    if not _read_some(fd, sink, cap):
+                        open_fds.discard(fd)
+                    elif not select.select([fd], [], [], 0)[0]:
+                        break
+                if len(sink) > cap:
+                    status = "output_limit"
+            break
+    seconds = time.monotonic() - began
+    _kill_rest(pid)
+    try:
+        _, raw = os.waitpid(pid, 0)
+        if os.WIFEXITED(raw):
+            exit_code = os.WEXITSTATUS(raw)
+        elif os.WIFSIGNALED(raw):
+            exit_code = -os.WTERMSIG(raw)
+            if os.WTERMSIG(raw) == signal.SIGXCPU and status == "done":
+                status = "timeout"
+    except ChildProcessError:
+        pass
+    _reap()
+    for fd in (*caps, pidfd):
+        os.close(fd)
+    return {
+        "status": status,
+        "exit": exit_code,
+        "stdout": bytes(out[: int(limits["output_bytes"])]).decode("utf-8", "replace"),
+        "stderr": bytes(err[-_STDERR_KEEP:]).decode("utf-8", "replace"),
+        "value": bytes(val).decode("utf-8", "replace") if val_r is not None else None,
+        "seconds": round(seconds, 4),
+    }
+
+
+def _exec_start(argv: list[str]) -> Any:
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
+
+    def start() -> None:
+        os.execve(argv[0], argv, env)
+
+    return start
+
+
+def _compile_python(source: str) -> tuple[Any, str | None]:
+    try:
+        return compile(source, "<program>", "exec"), None
+    except (SyntaxError, ValueError) as exc:
+        return None, "".join(traceback.format_exception_only(type(exc), exc))
+
+
+def _compile_cpp(job: dict[str, Any], limits: dict[str, Any]) -> tuple[str | None, str | None]:
+    work = _WORK
+    src, binary = f"{work}/main.cpp", f"{work}/main"
+    with open(src, "w", encoding="utf-8") as handle:
+        handle.write(job["source"])
+    argv = [*job["runtime"]["compile"], src, "-o", binary]
+    result = _run_child(_exec_start(argv), b"", {**limits, "processes": 64,
+                                                  "file_mb": 256, "output_bytes": 65536},
+                        float(limits["compile_time"]), False, int(limits["compile_memory_mb"]))
+    if result["status"] != "done" or result["exit"] != 0:
+        message = (result["stderr"] or result["stdout"])[-_STDERR_KEEP:]
+        if result["status"] == "timeout":
+            message = f"compilation took longer than {limits['compile_time']} s\n{message}"
+        return None, message or f"compiler exited with {result['exit']}"
+    return binary, None
+
+
+_JS_CALL = """
+;(function () {
+  const __fs = require("fs");
+  const __t = JSON.parse(__fs.readFileSync(0, "utf8"));
+  let __f = (typeof globalThis[__t.fn] === "function") ? globalThis[__t.fn] : undefined;
+  if (__f === undefined) { try { __f = eval(__t.fn); } catch (e) { __f = undefined; } }
+  if (typeof __f !== "function") { throw new Error("the program defines no function " + __t.fn); }
+  let __v = __f(...__t.args);
+  __fs.writeSync(3, JSON.stringify({value: __v === undefined ? null : __v}));
+})();
+"""
+
+
+def _start_for(job: dict[str, Any], test: dict[str, Any], built: Any) -> tuple[Any, bytes]:
+    """What the test's child becomes, and what it reads on stdin."""
+    language = job["language"]
+    kind = test["kind"]
+    if language == "python":
+        entry: dict[str, Any] = {}
+        if kind == "expr":
+            entry["expr_code"] = compile(test["expr"], "<test>", "eval")
+        elif kind == "script":
+            entry["script_code"] = compile(test["code"], "<test>", "exec")
+
+        def start() -> None:
+            _python_child(built, test, entry)
+
+        data = test.get("input", "").encode() if kind == "stdin" else b""
+        return start, data
+    if language == "cpp":
+        return _exec_start([built]), test.get("input", "").encode()
+    # javascript
+    work = _WORK
+    node = job["runtime"]["node"]
+    memory_flag = f"--max-old-space-size={max(16, int(job['limits']['memory_mb']) // 2)}"
+    if kind == "stdin":
+        return _exec_start([node, memory_flag, built]), test.get("input", "").encode()
+    path = f"{work}/test.js"
+    with open(path, "w", encoding="utf-8") as handle:
+        if kind == "call":
+            handle.write(job["source"] + "\n" + _JS_CALL)
+        else:
+            handle.write(job["source"] + "\n;\n" + test["code"]
+                         + '\n;require("fs").writeSync(3, "done");\n')
+    stdin = json.dumps({"fn": test.get("fn"), "args": test.get("args", [])}).encode()
+    return _exec_start([node, memory_flag, path]), stdin
+
+
+def main() -> None:
+    _undumpable()
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    null = os.open(os.devnull, os.O_RDONLY)  # keep fds 0-2 taken: a pipe must never land there
+    os.dup2(null, 0)
+    os.close(null)
+    os.makedirs(_WORK, mode=0o700, exist_ok=True)
+    limits = job["limits"]
+    language = job["language"]
+    built: Any = None
+    if language == "python":
+        built, message = _compile_python(job["source"])
+    elif language == "cpp":
+        built, message = _compile_cpp(job, limits)
+    else:
+        built = f"{_WORK}/main.js"
+        with open(built, "w", encoding="utf-8") as handle:
+            handle.write(job["source"])
+        message = None
+    _emit({"event": "compile", "ok": built is not None, "message": message})
+    if built is None:
+        _emit({"event": "end"})
+        return
+    spent = 0.0
+    stop = None
+    memory_mb = int(limits["memory_mb"])
+    if language == "javascript":
+        memory_mb = 0  # V8 reserves address space far past its heap; its heap flag bounds it
+    for index, test in enumerate(job["tests"]):
+        remaining = float(limits["total_time"]) - spent
+        if stop is None and remaining <= 0:
+            stop = "total_time"
+        if stop is not None:
+            _emit({"event": "test", "i": index, "status": "skipped", "reason": stop})
+            continue
+        try:
+            start, stdin = _start_for(job, test, built)
+        except SyntaxError as exc:
+            _emit({"event": "test", "i": index, "status": "bad_test", "reason": str(exc)})
+            continue
+        want_value = test["kind"] != "stdin"
+        result = _run_child(start, stdin, limits, min(float(limits["time"]), remaining),
+                            want_value, memory_mb)
+        spent += result["seconds"]
+        _emit({"event": "test", "i": index, **result})
+        if result["status"] == "timeout" and job.get("stop_on_timeout", True):
+            stop = "an earlier test ran past its time limit"
+    _emit({"event": "end"})
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except BaseException as exc:  # the harness itself failed: say why, for the host's error
+        try:
+            _emit({"event": "fatal", "message": f"{type(exc).__name__}: {exc}"})
+        except BaseException:
+            pass
+        _exit(70)
+    sys.stdout.flush()
+    _exit(0)

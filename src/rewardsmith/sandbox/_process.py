@@ -1,0 +1,165 @@
+"""Start the in-sandbox harness as a process, send it a job, read its report within limits."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from .jobs import Job, JobResult, SandboxError, TestRun
+
+__all__ = ["harness_source", "run_harness"]
+
+_REPORT_OVERHEAD = 64 * 1024  # bytes of report per test beyond the program's own output
+
+
+@lru_cache(maxsize=1)
+def harness_source() -> str:
+    """The text of the harness, passed to ``python3 -c`` (so no host file is mounted for it)."""
+    return resources.files(__package__ or "rewardsmith.sandbox").joinpath(
+        "_harness.py").read_text(encoding="utf-8")
+
+
+def job_message(job: Job, runtime: dict[str, Any]) -> bytes:
+    return json.dumps({
+        "language": job.language,
+        "source": job.source,
+        "tests": list(job.tests),
+        "limits": job.limits.as_dict(),
+        "stop_on_timeout": job.stop_on_timeout,
+        "runtime": runtime,
+    }).encode("utf-8")
+
+
+def run_harness(argv: Sequence[str], job: Job, runtime: dict[str, Any], *,
+                user: int | None = None, what: str = "sandbox") -> JobResult:
+    """Run ``argv`` (which starts the harness), feed it ``job``, parse its report.
+
+    The whole process group is killed when the job's wall budget passes or the report grows
+    past what the job's limits allow; a report cut short leaves the unreported tests failed.
+    """
+    message = job_message(job, runtime)
+    cap = len(job.tests) * (job.limits.output_bytes * 2 + _REPORT_OVERHEAD) + _REPORT_OVERHEAD
+    deadline = time.monotonic() + job.limits.wall_budget()
+    try:
+        process = subprocess.Popen(
+            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, close_fds=True, env={"PATH": "/usr/bin:/bin"},
+            user=user, group=user, extra_groups=[] if user is not None else None,
+        )
+    except OSError as exc:
+        raise SandboxError(f"{what}: cannot start {argv[0]!r}: {exc}") from exc
+    out, err, overflow, late = _exchange(process, message, cap, deadline)
+    if overflow or late:
+        _kill_group(process)
+    code = process.wait()
+    lines = _parse_lines(bytes(out))
+    fatal = [e for e in lines if e.get("event") == "fatal"]
+    compiled = next((e for e in lines if e.get("event") == "compile"), None)
+    if compiled is None or fatal:
+        detail = fatal[0]["message"] if fatal else bytes(err[-2000:]).decode("utf-8", "replace")
+        if late:
+            detail = f"no report within {job.limits.wall_budget():.0f} s. {detail}"
+        raise SandboxError(f"{what} did not run the program (exit {code}): "
+                           f"{detail.strip() or 'no message'}")
+    runs: dict[int, TestRun] = {}
+    for event in lines:
+        if event.get("event") == "test" and isinstance(event.get("i"), int):
+            runs[event["i"]] = _test_run(event)
+    lost = "the run was cut short" + (" (report too large)" if overflow else "") + (
+        " (wall-clock budget spent)" if late else "")
+    complete = tuple(runs.get(i) or TestRun(i, "lost", reason=lost) for i in range(len(job.tests)))
+    if not compiled.get("ok"):
+        complete = ()
+    return JobResult(bool(compiled.get("ok")), compiled.get("message"), complete)
+
+
+def _exchange(process: subprocess.Popen[bytes], message: bytes, cap: int,
+              deadline: float) -> tuple[bytearray, bytearray, bool, bool]:
+    assert process.stdin is not None and process.stdout is not None
+    assert process.stderr is not None
+    out, err = bytearray(), bytearray()
+    selector = selectors.DefaultSelector()
+    os.set_blocking(process.stdin.fileno(), False)
+    pending = memoryview(message)
+    selector.register(process.stdin, selectors.EVENT_WRITE)
+    selector.register(process.stdout, selectors.EVENT_READ, out)
+    selector.register(process.stderr, selectors.EVENT_READ, err)
+    overflow = late = False
+    try:
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                late = True
+                break
+            for key, _ in selector.select(min(left, 1.0)):
+                if key.fileobj is process.stdin:
+                    try:
+                        sent = os.write(process.stdin.fileno(), pending[:65536])
+                        pending = pending[sent:]
+                    except (BrokenPipeError, OSError):
+                        pending = pending[:0]
+                    if not pending:
+                        selector.unregister(process.stdin)
+                        process.stdin.close()
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                sink: bytearray = key.data
+                sink += chunk
+                if sink is err and len(err) > 65536:
+                    del err[:-65536]
+                if len(out) > cap:
+                    overflow = True
+                    return out, err, overflow, late
+    finally:
+        selector.close()
+        if not process.stdin.closed:
+            process.stdin.close()
+        process.stdout.close()
+        process.stderr.close()
+    return out, err, overflow, late
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        process.kill()
+
+
+def _parse_lines(data: bytes) -> list[dict[str, Any]]:
+    events = []
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a line cut by the kill: its test is reported lost
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def _test_run(event: dict[str, Any]) -> TestRun:
+    exit_code = event.get("exit")
+    return TestRun(
+        index=int(event["i"]),
+        status=str(event.get("status", "lost")),
+        exit_code=exit_code if isinstance(exit_code, int) else None,
+        stdout=str(event.get("stdout") or ""),
+        stderr=str(event.get("stderr") or ""),
+        value=event.get("value") if isinstance(event.get("value"), str) else None,
+        seconds=float(event.get("seconds") or 0.0),
+        reason=str(event.get("reason") or ""),
+    )

@@ -1,0 +1,133 @@
+"""The default sandbox: bubblewrap (``bwrap``), unprivileged Linux namespaces.
+
+Each job runs in a fresh set of namespaces: its own network (no interface but a loopback of
+its own), PID space (the harness is PID 1; when it ends every process of the job ends), IPC,
+UTS and user namespace, mapped to an unprivileged uid (and, when rewardsmith runs as root,
+started as the host's ``nobody`` so that no process of the job is root on the host kernel,
+and process limits apply). The file system is ``/usr`` read-only, a private ``/proc`` and
+``/dev``, and a size-capped tmpfs on ``/tmp``: no home folder, no project, no store, no
+rollout file. The environment is empty but for PATH, HOME=/tmp and LANG.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from typing import Any
+
+from ._process import harness_source, run_harness
+from .jobs import Job, JobResult, Limits, SandboxError, SandboxUnavailable
+from .runtimes import SYSTEM_TREE, Runtime, find_runtime
+
+__all__ = ["BubblewrapSandbox", "NOBODY"]
+
+NOBODY = 65534
+_INSTALL = ("install bubblewrap: 'apt-get install -y bubblewrap' (Debian/Ubuntu), "
+            "'dnf install bubblewrap' (Fedora), or run 'make sandbox' in a rewardsmith checkout")
+_USERNS = ("unprivileged user namespaces are not allowed here. Allow them with "
+           "'sysctl -w kernel.unprivileged_userns_clone=1' (older Debian), "
+           "'sysctl -w user.max_user_namespaces=15000', or on Ubuntu 24.04+ "
+           "'sysctl -w kernel.apparmor_restrict_unprivileged_userns=0'; in a container, "
+           "start it with a seccomp profile that allows unshare/clone of namespaces "
+           "(e.g. docker run --security-opt seccomp=unconfined)")
+_NONE_HINT = ("Only for code you trust: 'sandbox: none' in the component's params runs "
+              "programs on this machine without isolation.")
+
+
+class BubblewrapSandbox:
+    """Runs jobs under ``bwrap``; ``check(language)`` fails closed with what to fix."""
+
+    name = "bubblewrap"
+
+    def __init__(self, bwrap: str | None = None) -> None:
+        self._bwrap = bwrap
+        self._checked: dict[str, str | None] = {}  # language -> None (works) or the reason
+        self._lock = threading.Lock()
+
+    def _binary(self) -> str:
+        found = self._bwrap or shutil.which("bwrap") or shutil.which(
+            "bwrap", path="/usr/bin:/usr/local/bin:/bin")
+        if found is None:
+            raise SandboxUnavailable(f"the bubblewrap sandbox cannot start: 'bwrap' is not "
+                                     f"installed; {_INSTALL}. {_NONE_HINT}")
+        return found
+
+    def argv(self, runtime: Runtime, limits: Limits) -> list[str]:
+        """The command line that starts the harness inside a fresh sandbox."""
+        args = [
+            self._binary(),
+            "--unshare-all", "--unshare-user", "--disable-userns",
+            "--die-with-parent", "--new-session", "--as-pid-1",
+            "--uid", str(NOBODY), "--gid", str(NOBODY), "--hostname", "sandbox",
+            "--cap-drop", "ALL",
+            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+            "--setenv", "LANG", "C.UTF-8",
+            "--ro-bind", SYSTEM_TREE, SYSTEM_TREE,
+        ]
+        for name in ("bin", "lib", "lib64", "lib32", "sbin"):
+            path = f"/{name}"
+            if os.path.islink(path):
+                args += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                args += ["--ro-bind", path, path]
+        for mount in runtime.mounts:
+            args += ["--ro-bind", mount, mount]
+        args += [
+            "--proc", "/proc", "--dev", "/dev",
+            "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp",
+            "--chdir", "/tmp",
+            runtime.python, "-I", "-c", harness_source(),
+        ]
+        return args
+
+    def check(self, language: str) -> None:
+        """Start one sandbox for ``language`` (once per process) or raise what to fix."""
+        with self._lock:
+            if language not in self._checked:
+                self._checked[language] = self._probe(language)
+        reason = self._checked[language]
+        if reason is not None:
+            raise SandboxUnavailable(reason)
+
+    def _probe(self, language: str) -> str | None:
+        try:
+            self._binary()
+            result = self.run(_probe_job(language))
+        except SandboxUnavailable as exc:
+            return str(exc)
+        except SandboxError as exc:
+            text = str(exc)
+            if "namespace" in text or "Operation not permitted" in text:
+                return f"the bubblewrap sandbox cannot start: {_USERNS}. ({text}) {_NONE_HINT}"
+            return f"the bubblewrap sandbox cannot start: {text}. {_NONE_HINT}"
+        runs = result.runs
+        if not result.compiled or not runs or runs[0].status != "done" or \
+                runs[0].stdout.strip() != "sandbox ok":
+            detail = result.compile_message or (runs[0].stderr if runs else "") or "no output"
+            return (f"the bubblewrap sandbox started but could not run a {language} program: "
+                    f"{detail.strip()[-500:]}")
+        return None
+
+    def run(self, job: Job) -> JobResult:
+        runtime = find_runtime(job.language)
+        user = NOBODY if os.geteuid() == 0 else None
+        return run_harness(self.argv(runtime, job.limits), job, runtime.extra, user=user,
+                           what="the bubblewrap sandbox")
+
+
+_PROBES: dict[str, str] = {
+    "python": 'print("sandbox " + input())',
+    "cpp": '#include <iostream>\n#include <string>\nint main(){std::string s;std::cin>>s;'
+           'std::cout<<"sandbox "<<s<<"\\n";}',
+    "javascript": 'const s=require("fs").readFileSync(0,"utf8").trim();'
+                  'console.log("sandbox "+s);',
+}
+
+
+def _probe_job(language: str) -> Job:
+    source: Any = _PROBES.get(language)
+    if source is None:
+        raise SandboxUnavailable(f"language {language!r} is not supported")
+    return Job(language, source, ({"kind": "stdin", "input": "ok\n"},),
+               Limits(time=10.0, total_time=10.0))
