@@ -89,7 +89,9 @@ _VERIFIERS: dict[str, tuple[Answers, str]] = {
     "choice-boxed": (CHOICE, "boxed"),
 }
 _FORMATS = ("marker", "think", "length", "pattern")
-KIND_NAMES: tuple[str, ...] = (*_VERIFIERS, *_FORMATS)
+# Instruction-following and structured output (see structured_kinds).
+_STRUCTURED = ("ifeval", "json-schema", "json-match", "tool-call")
+KIND_NAMES: tuple[str, ...] = (*_VERIFIERS, *_FORMATS, *_STRUCTURED)
 # What the harness tries on a reward it knows nothing about (a user's function).
 DETECTABLE_KINDS: tuple[str, ...] = (*_VERIFIERS, "think")
 
@@ -179,6 +181,10 @@ def make_kind(name: str, params: Mapping[str, Any] | None = None,
     if name in _VERIFIERS:
         answers, slot = _VERIFIERS[name]
         return _verifier(name, answers, slot, pad)
+    if name in _STRUCTURED:
+        from .structured_kinds import structured_kind
+
+        return structured_kind(name)
     work = NUMBER.work(NUMBER.label)
     stated = "The answer is 42."
     common: dict[str, Any] = {"description": _DESCRIPTIONS.get(name, name),

@@ -39,6 +39,7 @@ from typing import Any
 
 from .checks import Check, make_rollout
 from .kinds import NUMBER, Kind, filler
+from .structured_kinds import STRUCTURED_KINDS, structured_probes
 
 __all__ = ["probe_checks"]
 
@@ -47,10 +48,13 @@ _LIST_WORK = "I am not sure, so here are all the possibilities."
 
 def probe_checks(kind: Kind) -> list[Check]:
     """The hack probes for ``kind``; each must stay below that kind's full credit."""
-    found: list[tuple[str, Any, bool, Any]] = []  # name, completion, truncated, prompt
+    found: list[tuple[str, Any, bool, Any, Any]] = []  # name, completion, truncated, prompt,
+    # answer
 
-    def add(name: str, completion: Any, truncated: bool = False, prompt: Any = None) -> None:
-        found.append((name, completion, truncated, kind.question if prompt is None else prompt))
+    def add(name: str, completion: Any, truncated: bool = False, prompt: Any = None,
+            answer: Any = None) -> None:
+        found.append((name, completion, truncated, kind.question if prompt is None else prompt,
+                      kind.label if answer is None else answer))
 
     if kind.answers is not None:
         _verifier_probes(kind, add)
@@ -62,6 +66,9 @@ def probe_checks(kind: Kind) -> list[Check]:
     elif kind.name == "think":
         for name, completion in _tag_soup(kind.tag):
             add(f"tag soup: {name}", completion)
+    elif kind.name in STRUCTURED_KINDS:
+        for name, completion, answer, prompt in structured_probes(kind):
+            add(name, completion, prompt=prompt, answer=answer)
     elif kind.name == "length":
         answer = "The answer is 42."
         if kind.pad_unit == "words":
@@ -81,11 +88,11 @@ def probe_checks(kind: Kind) -> list[Check]:
             pad = f"<{kind.tag}>" + pad
         add("padding to the length limit", pad, truncated=True)
     return [
-        Check("probe", name, make_rollout(completion, kind.label, prompt=prompt,
+        Check("probe", name, make_rollout(completion, answer, prompt=prompt,
                                           truncated=truncated),
               key=f"probe:{kind.name}:{name}", no_full_credit=True, kind=kind.name,
               rule=f"below full credit for {kind.name}")
-        for name, completion, truncated, prompt in found
+        for name, completion, truncated, prompt, answer in found
     ]
 
 

@@ -14,6 +14,9 @@ think_format              think              [0, 1]
 regex                     pattern            [0, 1]    pattern '####\\s*-?[\\d,.]+\\s*$' (an
                                                        answer line at the end), unless given
 length                    length             [-1, 0]   (max_length 4096, buffer 512 by default)
+ifeval                    ifeval             [0, 1]
+json_schema, json_match   json-schema, ...   [0, 1]
+tool_call                 tool-call          [0, 1]
 ========================  =================  ========  ==========================================
 
 A built-in not listed here is a verifier in [0, 1] or a rule of unknown range, and its kinds are
@@ -59,6 +62,10 @@ _PROFILES: dict[str, Profile] = {
     "think_format": Profile(("think",), UNIT),
     "regex": Profile(("pattern",), UNIT, {"pattern": r"####\s*-?[\d,.]+\s*$"}),
     "length": Profile(("length",), (-1.0, 0.0)),
+    "ifeval": Profile(("ifeval",), UNIT),
+    "json_schema": Profile(("json-schema",), UNIT),
+    "json_match": Profile(("json-match",), UNIT),
+    "tool_call": Profile(("tool-call",), UNIT),
 }
 
 _BOXED_KIND = {"number": "number-boxed", "number-marker": "number-boxed", "text": "text-boxed",

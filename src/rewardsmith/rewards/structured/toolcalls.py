@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...types import Rollout
+from ...types import Rollout, message_text
 from .._registry import builtin
 from .jsontext import NotJSON, load_json, values_equal
 
@@ -100,8 +100,7 @@ def read_calls(completion: Any) -> list[ToolCall]:
     last = assistant[-1]
     if last.get("tool_calls") or isinstance(last.get("function_call"), Mapping):
         return _calls_of(last, "completion")
-    content = last.get("content")
-    return _calls_from_text(content) if isinstance(content, str) else []
+    return _calls_from_text(message_text(last))
 
 
 def _expected_calls(answer: Any) -> list[ToolCall]:
