@@ -75,7 +75,7 @@ class EndTexts:
     def __bool__(self) -> bool:
         return bool(self.texts)
 
-    def strip(self, text: str) -> str:
+    def cut(self, text: str) -> str:
         """``text`` without the end texts (and the whitespace around them) at its end."""
         if not self.texts:
             return text
@@ -89,15 +89,15 @@ class EndTexts:
             else:
                 return text[:end]
 
-    def strip_completion(self, completion: Any) -> Any:
+    def cut_completion(self, completion: Any) -> Any:
         """A completion (text, or chat messages) with the end texts cut from its last text."""
         if isinstance(completion, str):
-            return self.strip(completion)
+            return self.cut(completion)
         if isinstance(completion, list) and completion and isinstance(completion[-1], Mapping):
             last = completion[-1]
             content = last.get("content")
             if isinstance(content, str):
-                stripped = self.strip(content)
+                stripped = self.cut(content)
                 if stripped != content:
                     return [*completion[:-1], {**last, "content": stripped}]
         return completion
@@ -139,4 +139,4 @@ def resolve_end_texts(explicit: Iterable[str] | EndTexts | None = None) -> EndTe
 
 def strip_end_text(text: str, texts: Iterable[str] | EndTexts | None = None) -> str:
     """``text`` without trailing end-of-turn texts (see the module docstring)."""
-    return resolve_end_texts(texts).strip(text)
+    return resolve_end_texts(texts).cut(text)

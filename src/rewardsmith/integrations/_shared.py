@@ -385,5 +385,5 @@ def text_or_messages(value: Any) -> str | list[dict[str, Any]]:
 
 def completion_of(value: Any, texts: EndTexts) -> str | list[dict[str, Any]]:
     """A completion as the engine takes it, without the end-of-turn texts at its end."""
-    cleaned: str | list[dict[str, Any]] = texts.strip_completion(text_or_messages(value))
+    cleaned: str | list[dict[str, Any]] = texts.cut_completion(text_or_messages(value))
     return cleaned

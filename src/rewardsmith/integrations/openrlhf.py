@@ -91,7 +91,7 @@ def build_rollouts(queries: Sequence[Any], prompts: Sequence[Any] | None,
         if prompt is not None and not isinstance(prompt, str):
             raise InputError(f"OpenRLHF prompt {index} must be text, not {type(prompt).__name__}")
         rollouts.append(Rollout(id=str(index), group=groups[index], prompt=prompt or "",
-                                completion=texts.strip(split_query(query, prompt)),
+                                completion=texts.cut(split_query(query, prompt)),
                                 answer=label_list[index]))
     return rollouts
 

@@ -81,7 +81,7 @@ def _rollout(index: int, group: str, data_source: Any, solution_str: Any, ground
     prompt = info.get("question", info.get("prompt", ""))
     metadata = {**info, "data_source": data_source}
     return Rollout(id=str(index), group=group, prompt=prompt if isinstance(prompt, (str, list))
-                   else str(prompt), completion=texts.strip(solution_str or ""),
+                   else str(prompt), completion=texts.cut(solution_str or ""),
                    answer=ground_truth, metadata=metadata,
                    truncated=bool(info.get("truncated", False)))
 
