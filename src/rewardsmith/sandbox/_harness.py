@@ -168,6 +168,7 @@ def _python_child(program: Any, test: dict[str, Any], entry: dict[str, Any]) -> 
         if kind == "stdin":
             sys.stdout.flush()
             _exit(0)
+        _clean_interpreter()
         if kind == "script":
             _run_script(test, namespace, entry)
             _write(3, b"done")
@@ -206,12 +207,15 @@ def _call_value(test: dict[str, Any], namespace: dict[str, Any], entry: dict[str
     return func(*test["args"])
 
 
-def _run_script(test: dict[str, Any], namespace: dict[str, Any], entry: dict[str, Any]) -> None:
-    # Undo what the program may have done to the interpreter before the tests run.
+def _clean_interpreter() -> None:
+    """Undo what the program may have done to the interpreter before the test part runs."""
     builtins.__dict__.clear()
     builtins.__dict__.update(_BUILTINS)
     sys.settrace(None)
     sys.setprofile(None)
+
+
+def _run_script(test: dict[str, Any], namespace: dict[str, Any], entry: dict[str, Any]) -> None:
     exec(entry["script_code"], namespace)
     target = test.get("entry")
     if target:

@@ -48,7 +48,7 @@ class BubblewrapSandbox:
     def _binary(self) -> str:
         found = self._bwrap or shutil.which("bwrap") or shutil.which(
             "bwrap", path="/usr/bin:/usr/local/bin:/bin")
-        if found is None:
+        if found is None or not os.access(found, os.X_OK):
             raise SandboxUnavailable(f"the bubblewrap sandbox cannot start: 'bwrap' is not "
                                      f"installed; {_INSTALL}. {_NONE_HINT}")
         return found
@@ -76,7 +76,7 @@ class BubblewrapSandbox:
         args += [
             "--proc", "/proc", "--dev", "/dev",
             "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp",
-            "--chdir", "/tmp",
+            "--remount-ro", "/", "--chdir", "/tmp",
             runtime.python, "-I", "-c", harness_source(),
         ]
         return args
@@ -98,7 +98,7 @@ class BubblewrapSandbox:
             return str(exc)
         except SandboxError as exc:
             text = str(exc)
-            if "namespace" in text or "Operation not permitted" in text:
+            if "namespace" in text.lower() or "Operation not permitted" in text:
                 return f"the bubblewrap sandbox cannot start: {_USERNS}. ({text}) {_NONE_HINT}"
             return f"the bubblewrap sandbox cannot start: {text}. {_NONE_HINT}"
         runs = result.runs
