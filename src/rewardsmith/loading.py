@@ -1,7 +1,8 @@
 """Finding a reward function from a name: built-in, ``module:func``, ``module.func``, ``file.py:func``.
 
 A reward that cannot be loaded is reported before anything is scored, with what is missing,
-where Python looked, and how to fix it.
+where Python looked, and how to fix it. A relative ``path/file.py:func`` is looked for in
+``folder`` first (a rubric's own folder), then in the working directory.
 """
 
 from __future__ import annotations
@@ -21,22 +22,35 @@ from typing import Any
 
 from .errors import LoadError
 
+ParamsCheck = Callable[[Any], None]
+
 __all__ = ["LoadedReward", "load_reward", "source_identity", "import_file"]
 
 
 @dataclass(frozen=True)
 class LoadedReward:
-    """A resolved reward: the callable, the spec it came from, and where it lives."""
+    """A resolved reward: the callable, the spec it came from, and where it lives.
+
+    ``located`` is a spec that finds the same function from any working directory (a file
+    spec with its absolute path; otherwise ``spec``): what worker processes import.
+    ``check_params(params)`` raises ``ValueError`` for params a built-in cannot work with.
+    """
 
     func: Callable[..., Any]
     spec: str
     builtin: bool
     default_timeout: float | None = None
     bounded: bool = False  # a built-in that cannot hang (linear time)
+    located: str = ""
+    check_params: ParamsCheck | None = None
 
 
-def load_reward(spec: str | Callable[..., Any]) -> LoadedReward:
-    """Resolve ``spec`` to a callable, or raise ``LoadError`` that says what to fix."""
+def load_reward(spec: str | Callable[..., Any], *, folder: str | Path | None = None
+                ) -> LoadedReward:
+    """Resolve ``spec`` to a callable, or raise ``LoadError`` that says what to fix.
+
+    A relative ``path/file.py:func`` is found in ``folder`` first, then in the working directory.
+    """
     if callable(spec):
         return LoadedReward(spec, _callable_name(spec), builtin=False)
     if not isinstance(spec, str) or not spec.strip():
@@ -44,7 +58,9 @@ def load_reward(spec: str | Callable[..., Any]) -> LoadedReward:
     spec = spec.strip()
     if ":" in spec and (spec.split(":", 1)[0].endswith(".py") or "/" in spec or os.sep in spec):
         path_text, _, attr = spec.rpartition(":")
-        return LoadedReward(_from_file(Path(path_text), attr, spec), spec, builtin=False)
+        path = _locate_file(Path(path_text), folder, spec)
+        return LoadedReward(_from_file(path, attr, spec), spec, builtin=False,
+                            located=f"{path}:{attr}")
     if spec.endswith(".py"):
         raise LoadError(
             f"cannot load reward {spec!r}: name the function after the file, "
@@ -52,10 +68,12 @@ def load_reward(spec: str | Callable[..., Any]) -> LoadedReward:
         )
     if ":" in spec:
         module_name, _, attr = spec.partition(":")
-        return LoadedReward(_from_module(module_name, attr, spec), spec, builtin=False)
+        return LoadedReward(_from_module(module_name, attr, spec), spec, builtin=False,
+                            located=spec)
     if "." in spec:
         module_name, _, attr = spec.rpartition(".")
-        return LoadedReward(_from_module(module_name, attr, spec), spec, builtin=False)
+        return LoadedReward(_from_module(module_name, attr, spec), spec, builtin=False,
+                            located=spec)
     return _from_builtins(spec)
 
 
@@ -72,7 +90,27 @@ def _from_builtins(name: str) -> LoadedReward:
             f"for your own function use 'module:func', 'module.func' or 'path/to/file.py:func'."
         )
     return LoadedReward(found.func, name, builtin=True, default_timeout=found.default_timeout,
-                        bounded=found.bounded)
+                        bounded=found.bounded, located=name, check_params=found.check_params)
+
+
+def _locate_file(path: Path, folder: str | Path | None, spec: str) -> Path:
+    """The file a relative path names: the one in ``folder`` if it is there, else the working
+    directory's; an absolute path as it is. Raises ``LoadError`` naming every place looked at."""
+    path = path.expanduser()
+    if path.is_absolute():
+        candidates = [path]
+    else:
+        candidates = [Path(folder) / path] if folder is not None else []
+        candidates.append(Path.cwd() / path)
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    looked = " and ".join(repr(str(c.resolve())) for c in candidates)
+    where = (f" (a relative path is looked for in the rubric's folder {str(folder)!r}, then in "
+             f"the working directory {os.getcwd()!r})" if folder is not None else
+             f" (working directory {os.getcwd()!r})")
+    raise LoadError(f"cannot load reward {spec!r}: file {str(path)!r} does not exist: looked at "
+                    f"{looked}{where}")
 
 
 def _search_path_text() -> str:

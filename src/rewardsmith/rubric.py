@@ -13,6 +13,7 @@ quantize: 0.0009765625              # optional: round totals to a float32-exact 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,10 +25,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .calling import is_async_reward, is_group_reward, make_binder, make_group_binder
 from .errors import ConfigError, LoadError, RubricError
-from .formula import Formula
+from .formula import Formula, formula_name_for, formula_name_problem
 from .loading import load_reward, source_identity
 from .quantize import check_step, quantize
 from .types import ComponentResult, Rollout, Status, content_hash
+from .yamlread import DuplicateKeyError, read_yaml
 
 __all__ = [
     "Component",
@@ -64,6 +66,9 @@ class Component:
 
     Exactly one of ``reward`` (a built-in name, an import path or a callable) and ``evaluator``
     (an async group evaluator, such as a judge criterion) is set.
+
+    A rubric never changes the component it is given: it works on a resolved private copy (see
+    ``resolve``), so one component can serve in several rubrics with different defaults.
     """
 
     name: str
@@ -81,9 +86,28 @@ class Component:
     bounded: bool = False
     spec: str = ""
     _identity: str = field(default="", repr=False)
+    # On a resolved copy: the component as it was given, before anything was filled in.
+    _declared: Component | None = field(default=None, repr=False, compare=False)
 
-    def resolve(self, default_timeout: float) -> None:
-        """Load the reward and check its params now, so mistakes surface before scoring."""
+    def resolve(self, default_timeout: float, *, folder: str | Path | None = None) -> Component:
+        """A resolved copy: the reward loaded, its params checked, its timeout filled in.
+
+        Mistakes surface here, before scoring. ``self`` is left as it is; resolving a resolved
+        copy again starts from what was declared (so a second rubric's defaults apply). A
+        relative ``path/file.py:func`` is found in ``folder`` first, then the working directory.
+        """
+        declared = self._declared if self._declared is not None else self._declaration()
+        out = declared._declaration()
+        out._declared = declared
+        out._fill(default_timeout, folder)
+        return out
+
+    def _declaration(self) -> Component:
+        """A copy of what the user set, with nothing resolved (params copied, not shared)."""
+        return dataclasses.replace(self, params=dict(self.params), func=None, is_async=False,
+                                   bounded=False, spec="", _identity="", _declared=None)
+
+    def _fill(self, default_timeout: float, folder: str | Path | None) -> None:
         if self.evaluator is not None:
             self.is_async = True
             self.spec = f"evaluator:{type(self.evaluator).__name__}"
@@ -91,7 +115,9 @@ class Component:
             return
         if self.reward is None:
             raise RubricError(f"component {self.name!r}: needs 'reward' (or 'judge')")
-        loaded = load_reward(self.reward)
+        loaded = load_reward(self.reward, folder=folder)
+        if isinstance(self.reward, str):
+            self.reward = loaded.located  # worker processes import it from anywhere
         self.func = loaded.func
         self.spec = loaded.spec
         self.bounded = loaded.bounded
@@ -105,8 +131,12 @@ class Component:
                 make_group_binder(loaded.func, self.params, what=what)
             else:
                 make_binder(loaded.func, self.params, what=what)
+            if loaded.check_params is not None:
+                loaded.check_params(self.params)
         except ConfigError as exc:
             raise RubricError(str(exc)) from exc
+        except (ValueError, TypeError) as exc:
+            raise RubricError(f"{what}: {exc}") from exc
         self._identity = content_hash(
             source_identity(loaded.func), self.params, self.timeout, self.reward_key, self.group,
             length=24,
@@ -182,7 +212,12 @@ def _pydantic_message(exc: ValidationError, where: str, prefix: str = "") -> str
 
 @dataclass
 class Rubric:
-    """Components and how they make one reward. Build in Python or load with ``from_yaml``."""
+    """Components and how they make one reward. Build in Python or load with ``from_yaml``.
+
+    ``components`` become resolved private copies of the ones given (which stay unchanged).
+    ``folder`` is where a relative ``path/file.py:func`` is looked for first (``from_yaml``: the
+    rubric file's folder), before the working directory.
+    """
 
     components: list[Component]
     name: str = "rubric"
@@ -191,6 +226,7 @@ class Rubric:
     quantize: float | None = None
     timeout: float = DEFAULT_TIMEOUT
     source: str = "<python>"
+    folder: str | Path | None = None
     _formula: Formula | None = field(default=None, repr=False)
     _resolved: bool = field(default=False, repr=False)
 
@@ -210,6 +246,7 @@ class Rubric:
                 )
             if component.requires == component.name:
                 raise RubricError(f"{where}: components.{component.name} cannot require itself")
+        _refuse_gate_cycles(self.components, where)
         if self.on_error != "mask" and not isinstance(self.on_error, (int, float)):
             raise RubricError(f"{where}: on_error must be 'mask' or a number")
         if self.quantize is not None:
@@ -218,13 +255,15 @@ class Rubric:
             except ConfigError as exc:
                 raise RubricError(f"{where}: quantize: {exc}") from exc
         if self.formula is not None:
+            _refuse_formula_names(names, where)
             self._formula = Formula(self.formula, set(names), where=f"{where}: formula")
         self.resolve()
 
     # -- building
 
     @classmethod
-    def from_dict(cls, data: Any, *, source: str = "<dict>") -> Rubric:
+    def from_dict(cls, data: Any, *, source: str = "<dict>",
+                  folder: str | Path | None = None) -> Rubric:
         if not isinstance(data, Mapping):
             raise RubricError(f"{source}: a rubric must be a mapping with 'components', "
                               f"not {type(data).__name__}")
@@ -243,6 +282,7 @@ class Rubric:
             quantize=model.quantize,
             timeout=model.timeout,
             source=source,
+            folder=folder,
         )
 
     @classmethod
@@ -255,10 +295,12 @@ class Rubric:
         except (OSError, UnicodeDecodeError) as exc:
             raise RubricError(f"rubric file {str(path)!r} cannot be read: {exc}") from exc
         try:
-            data = yaml.safe_load(text)
+            data = read_yaml(text)
+        except DuplicateKeyError as exc:
+            raise RubricError(f"{path}:{exc.line}: {exc.reason}") from exc
         except yaml.YAMLError as exc:
             raise RubricError(f"{path}: not valid YAML: {exc}") from exc
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(data, source=str(path), folder=path.parent)
 
     @classmethod
     def single(cls, reward: str | Callable[..., Any], *, params: Mapping[str, Any] | None = None,
@@ -271,16 +313,19 @@ class Rubric:
                    name=str(label))
 
     def resolve(self) -> None:
+        """Replace ``components`` with resolved private copies (once; the originals stay)."""
         if self._resolved:
             return
+        resolved = []
         for component in self.components:
             try:
-                component.resolve(self.timeout)
+                resolved.append(component.resolve(self.timeout, folder=self.folder))
             except LoadError as exc:
                 raise LoadError(f"{self.source}: components.{component.name}: {exc}") from exc
             except RubricError as exc:
                 raise RubricError(f"{self.source}: components.{component.name}.params: {exc}") \
                     from exc
+        self.components = resolved
         self._resolved = True
 
     # -- identity
@@ -349,6 +394,37 @@ class Rubric:
                 reward = None if self.on_error == "mask" else float(self.on_error)
                 return reward, Status.ERROR, values, errors, metrics
         return total, status, values, errors, metrics
+
+
+def _refuse_gate_cycles(components: Sequence[Component], where: str) -> None:
+    """A chain of ``requires`` that comes back to where it started has no meaning: refuse it."""
+    gate = {c.name: c.requires for c in components if c.requires is not None}
+    cleared: set[str] = set()
+    for start in gate:
+        path: list[str] = []
+        name: str | None = start
+        while name is not None and name not in cleared:
+            if name in path:
+                loop = path[path.index(name):] + [name]
+                raise RubricError(
+                    f"{where}: components {' -> '.join(loop)}: these 'requires' gates form a "
+                    f"cycle, so none of them has a gate that can be decided first; remove the "
+                    f"'requires' of one of them (for example components.{loop[0]}.requires)")
+            path.append(name)
+            name = gate.get(name)
+        cleared.update(path)
+
+
+def _refuse_formula_names(names: Sequence[str], where: str) -> None:
+    """With a formula, every component must be nameable in it (``my-comp`` reads as my - comp)."""
+    for name in names:
+        problem = formula_name_problem(name)
+        if problem is not None:
+            suggestion = formula_name_for(name, names)
+            raise RubricError(
+                f"{where}: components.{name}: a formula cannot refer to the name {name!r}: "
+                f"{problem}; rename the component, for example to {suggestion!r}, and write "
+                f"{suggestion} in the formula")
 
 
 _SEVERITY = {Status.OK: 0, Status.MASKED: 1, Status.TIMEOUT: 2, Status.ERROR: 3}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from .extract import last_boxed
 __all__ = ["Builtin", "builtin", "get_builtin", "builtin_names", "all_builtins"]
 
 RewardFunc = Callable[..., Any]
+ParamsCheck = Callable[[Mapping[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,18 @@ class Builtin:
     default_timeout: float | None = None
     # Runs in time linear in its input and cannot hang: safe to run without a worker process.
     bounded: bool = False
+    # Checks params when a rubric is loaded (a regex that does not compile, say): gets every
+    # param by name, defaults filled in, and raises ValueError saying what is wrong.
+    check: ParamsCheck | None = None
+
+    def check_params(self, params: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` when ``params`` cannot work, before anything is scored."""
+        if self.check is None:
+            return
+        values = {name: p.default for name, p in inspect.signature(self.func).parameters.items()
+                  if p.default is not inspect.Parameter.empty}
+        values.update(params)
+        self.check(values)
 
 
 _REGISTRY: dict[str, Builtin] = {}
@@ -43,8 +56,11 @@ def builtin(
     boxable: bool = False,
     default_timeout: float | None = None,
     bounded: bool = False,
+    check: ParamsCheck | None = None,
 ) -> Callable[[RewardFunc], RewardFunc]:
-    """Register ``func`` as the built-in reward ``name``; its docstring's first line describes it."""
+    """Register ``func`` as the built-in reward ``name``; its docstring's first line describes it.
+
+    ``check(params)`` validates params at load time (see ``Builtin.check``)."""
 
     def register(func: RewardFunc) -> RewardFunc:
         if name in _REGISTRY:
@@ -52,7 +68,7 @@ def builtin(
         doc = inspect.getdoc(func) or ""
         description = doc.strip().splitlines()[0] if doc.strip() else name
         _REGISTRY[name] = Builtin(name, func, description, kind, boxable, default_timeout,
-                                  bounded)
+                                  bounded, check)
         return func
 
     return register
@@ -83,6 +99,7 @@ def _boxed(base: Builtin) -> Builtin:
         False,
         base.default_timeout,
         base.bounded,
+        base.check,
     )
 
 

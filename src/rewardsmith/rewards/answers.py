@@ -7,6 +7,7 @@ the label, which the engine reports as that rollout's ``error`` (never a silent 
 
 from __future__ import annotations
 
+import numbers
 import re
 import string
 from collections import Counter
@@ -21,14 +22,36 @@ __all__ = ["gsm8k", "number", "exact", "normalized", "f1", "choice"]
 
 
 def _references(answer: Any, what: str) -> list[Any]:
-    """The acceptable reference answers: a list means any of them; None or empty is an error."""
+    """The acceptable reference answers: a list means any of them; None or empty is an error.
+
+    Each must be text or a number: a dict, a nested list or bytes would otherwise be graded as
+    its repr (``{'x': 42}`` "contains" 42), so it is the label's error instead.
+    """
     if answer is None:
         raise ValueError(f"{what}: the reference answer is missing (None)")
     refs = list(answer) if isinstance(answer, (list, tuple)) else [answer]
+    for ref in refs:
+        if ref is not None and not _is_scalar(ref):
+            inside = " inside the list of answers" if ref is not answer else ""
+            raise ValueError(
+                f"{what}: the reference answer (label) {_preview(ref)} is a "
+                f"{type(ref).__name__}{inside}, not text or a number; give the answer itself, "
+                "or a list of acceptable answers"
+            )
     refs = [r for r in refs if r is not None and (not isinstance(r, str) or r.strip())]
     if not refs:
         raise ValueError(f"{what}: the reference answer is empty ({answer!r})")
     return refs
+
+
+def _is_scalar(value: Any) -> bool:
+    # numbers.Real admits numpy and Decimal-like numbers as well as int, float and bool.
+    return isinstance(value, (str, numbers.Real))
+
+
+def _preview(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 @lru_cache(maxsize=4096)
