@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test test-slow check lint bench clean
+.PHONY: demo test test-slow check lint bench clean sandbox
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,13 +13,23 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-demo: $(STAMP)
+# Code rewards run programs only inside bubblewrap: install it when missing and we can (root
+# on Debian/Ubuntu), else say what to run. Without it, code rewards refuse to load.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y bubblewrap || { apt-get update && apt-get install -y bubblewrap; }; \
+	  else \
+	    echo "bubblewrap is missing; code rewards need it. Run: sudo apt-get install -y bubblewrap (Debian/Ubuntu) or sudo dnf install bubblewrap (Fedora)"; \
+	  fi; }
+
+demo: $(STAMP) sandbox
 	$(BIN)/rewardsmith demo
 
-test: $(STAMP)
+test: $(STAMP) sandbox
 	$(BIN)/python -m pytest -m "not slow"
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) sandbox
 	$(BIN)/python -m pytest -m slow
 
 check: $(STAMP)
