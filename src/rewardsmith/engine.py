@@ -1,8 +1,10 @@
 """The scoring engine: one call per group, hard timeouts, crash isolation, async rewards.
 
-Sync (CPU-bound) rewards run in worker processes (``rewardsmith.workers``) so a call past its
-timeout is killed for real. Async rewards and judges run concurrently on the engine's own event
-loop, under ``max_concurrency``. Results always come back in input order.
+Rewards run in worker processes (``rewardsmith.workers``) so a call past its timeout, or past
+its memory limit, is killed for real. A user's async rewards run there too, concurrently on
+each worker's own event loop: an async reward that blocks its loop (``time.sleep``, a busy
+loop) is killed like a sync one. Judges (network I/O only, with their own limits) run on the
+engine's own event loop, under ``max_concurrency``. Results always come back in input order.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import itertools
 import math
 import operator
 import threading
+import time
 from collections.abc import (
     AsyncIterable,
     AsyncIterator,
@@ -34,9 +37,11 @@ from .calling import (
     row_fields,
     to_component_result,
 )
+from .errors import SystematicFailure
 from .loading import load_reward
-from .rubric import Component, Rubric
+from .rubric import DEFAULT_TIMEOUT, Component, Rubric
 from .types import ComponentResult, Rollout, Score, Status, message_text
+from .worker_process import LateResult
 from .workers import (
     ERROR,
     BatchResult,
@@ -102,6 +107,9 @@ class _SyncProgram:
 
         self.singles = [spec(c) for c in singles]
         self.groups = [spec(c) for c in groups]
+        # Each reward's time limit: a call that returns after it counts as a timeout.
+        self.limits = [float(c.timeout or DEFAULT_TIMEOUT) for c in singles]
+        self.group_limits = [float(c.timeout or DEFAULT_TIMEOUT) for c in groups]
         self.layout = list(layout) if layout is not None else None
         self._calls: list[Callable[[Any], Any]] | None = None
         self._group_calls: list[Callable[[Any], Any]] = []
@@ -109,10 +117,12 @@ class _SyncProgram:
         self._args: list[Any] = []
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"singles": self.singles, "groups": self.groups, "layout": self.layout}
+        return {"singles": self.singles, "groups": self.groups, "layout": self.layout,
+                "limits": self.limits, "group_limits": self.group_limits}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.singles, self.groups, self.layout = state["singles"], state["groups"], state["layout"]
+        self.limits, self.group_limits = state["limits"], state["group_limits"]
         self._calls = None
         self._group_calls = []
         self._shared = None
@@ -137,6 +147,10 @@ class _SyncProgram:
             self._calls = calls
         return self._calls
 
+    def prepare(self) -> None:
+        """Load every reward (in the worker, when the program arrives)."""
+        self.calls()
+
     def build_rows(self, shared: Any) -> list[Any]:
         """The rows a payload holds: tuples of layout fields, or rollouts."""
         if self.layout is None:
@@ -152,38 +166,118 @@ class _SyncProgram:
         return self._args
 
     def runs(self, items: range, rows: list[Any]
-             ) -> Iterator[tuple[Callable[[Any], Any], list[Any], Callable[[Any], Any]]]:
+             ) -> Iterator[tuple[Callable[[Any], Any], list[Any], Callable[[Any], Any], float]]:
         """The calls of a range of items: one run of rows per reward, with how to read a
-        value that is not a finite float."""
+        value that is not a finite float, and the reward's time limit."""
         calls = self.calls()
         count = len(rows)
         for k, call in enumerate(calls):
             low = max(items.start, k * count) - k * count
             high = min(items.stop, (k + 1) * count) - k * count
             if low < high:
-                yield call, rows[low:high], functools.partial(_read_value, self.singles[k][2])
+                yield (call, rows[low:high], functools.partial(_read_value, self.singles[k][2]),
+                       self.limits[k])
 
     def segments(self, items: range, shared: Any
-                 ) -> Iterator[tuple[Callable[[Any], Any], list[Any], Callable[[Any], Any]]]:
+                 ) -> Iterator[tuple[Callable[[Any], Any], list[Any], Callable[[Any], Any],
+                                     float]]:
         """The worker's fast path (see ``rewardsmith.workers``)."""
         return self.runs(items, self._rows(shared))
 
     def call_item(self, item: Any, rows: list[Any]) -> Any:
         """Make one call: an int item on ``rows``, or a group item."""
         calls = self.calls()
+        started = time.monotonic()
         if type(item) is int:
             k, row = divmod(item, len(rows))
             value = calls[k](rows[row])
+            _in_time(started, self.limits[k])
             if type(value) is float and value - value == 0.0:  # finite float: the fast path
                 return value
             return _compact(to_component_result(value, self.singles[k][2]))
         k, tuples = item
         rollouts = [Rollout(*data) for data in tuples]
-        results = _group_results(self._group_calls[k](rollouts), len(rollouts), self.groups[k][2])
+        raw = self._group_calls[k](rollouts)
+        _in_time(started, self.group_limits[k])
+        results = _group_results(raw, len(rollouts), self.groups[k][2])
         return [_compact(r) for r in results]
 
     def __call__(self, item: Any, shared: Any) -> Any:
         return self.call_item(item, self._rows(shared) if type(item) is int else [])
+
+
+def _in_time(started: float, limit: float) -> None:
+    if time.monotonic() - started > limit:
+        raise LateResult(f"timed out after {limit:g} s (returned too late)")
+
+
+class _AsyncProgram:
+    """Runs a user's async rewards inside a worker process (see ``AsyncProgram``).
+
+    Items are numbered as for ``_SyncProgram``: ``k * rows + row`` is single reward ``k`` on a
+    row (a rollout tuple), ``(k, tuples)`` is group reward ``k`` on a group.
+    """
+
+    def __init__(self, singles: Sequence[Component], groups: Sequence[Component]):
+        def spec(c: Component) -> tuple[Any, dict[str, Any], str, str]:
+            return (c.reward if isinstance(c.reward, str) else c.func, c.params, c.reward_key,
+                    c.name)
+
+        self.singles = [spec(c) for c in singles]
+        self.groups = [spec(c) for c in groups]
+        self._binders: list[Callable[[Any], Any]] | None = None
+        self._group_binders: list[Callable[[Any], Any]] = []
+        self._rows = 1  # rows in the current batch
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"singles": self.singles, "groups": self.groups}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.singles, self.groups = state["singles"], state["groups"]
+        self._binders = None
+        self._group_binders = []
+        self._rows = 1
+
+    def _load(self) -> list[Callable[[Any], Any]]:
+        if self._binders is None:
+            binders = []
+            for reward, params, _key, name in self.singles:
+                func = load_reward(reward).func if isinstance(reward, str) else reward
+                binders.append(make_binder(func, params, what=f"component {name!r}"))
+            for reward, params, _key, name in self.groups:
+                func = load_reward(reward).func if isinstance(reward, str) else reward
+                self._group_binders.append(
+                    make_group_binder(func, params, what=f"component {name!r}"))
+            self._binders = binders
+        return self._binders
+
+    def prepare(self) -> None:
+        """Load every reward (in the worker, when the program arrives)."""
+        self._load()
+
+    def rows(self, shared: Any) -> list[Rollout]:
+        self._rows = max(1, len(shared))
+        return [Rollout(*data) for data in shared]
+
+    def start(self, item: Any, rows: list[Rollout]) -> Any:
+        binders = self._load()
+        if type(item) is int:
+            k, row = divmod(item, len(rows))
+            return binders[k](rows[row])
+        k, tuples = item
+        return self._group_binders[k]([Rollout(*data) for data in tuples])
+
+    def finish(self, item: Any, value: Any) -> Any:
+        if type(item) is int:
+            if type(value) is float and value - value == 0.0:
+                return value
+            return _compact(to_component_result(value, self.singles[item // self._rows][2]))
+        k, tuples = item
+        results = _group_results(value, len(tuples), self.groups[k][2])
+        return [_compact(r) for r in results]
+
+    def __call__(self, item: Any, shared: Any) -> Any:
+        raise RuntimeError("async rewards run through the worker's event loop")
 
 
 def _read_value(reward_key: str, value: Any) -> float | Compact:
@@ -239,7 +333,10 @@ class Engine:
 
     ``workers`` sets the number of worker processes for sync rewards (default: the cores this
     process may use). ``workers=0`` runs them in this process: faster to start, but with no hard
-    timeouts, so only for trusted, quick rewards. ``max_concurrency`` bounds async calls.
+    timeouts, so only for trusted, quick rewards. ``max_concurrency`` bounds async calls (split
+    between the workers for a user's async rewards). ``stop_on_systematic`` raises
+    ``SystematicFailure`` when a reward fails the same way on each of its first calls (see
+    ``_check_systematic``) instead of returning a run of failures.
     """
 
     def __init__(
@@ -251,6 +348,7 @@ class Engine:
         batch_rollouts: int = 2048,
         cache: ResultCache | None = None,
         store_path: str | None = None,
+        stop_on_systematic: bool = True,
     ):
         rubric.resolve()
         self.rubric = rubric
@@ -270,6 +368,18 @@ class Engine:
         self.content_key: Callable[[Rollout], str] | None = None
         self._sync = [c for c in rubric.components if not c.is_async]
         self._async = [c for c in rubric.components if c.is_async]
+        # A user's async rewards run in the workers, where a blocked event loop can be killed;
+        # judges (network I/O with limits of their own) stay on this engine's loop.
+        self._async_work = ([c for c in self._async if c.evaluator is None]
+                            if self.workers > 0 else [])
+        self._async_local = [c for c in self._async if c not in self._async_work]
+        self._async_program = _AsyncProgram([c for c in self._async_work if not c.group],
+                                            [c for c in self._async_work if c.group])
+        self._async_key = f"async:{rubric.id}:{id(self)}"
+        # Consecutive failures with one message since the start, per component (see
+        # ``_check_systematic``); None once a call of that component succeeded.
+        self._same_failures: dict[str, tuple[str, int, set[str]] | None] = {}
+        self.stop_on_systematic = stop_on_systematic
         self._singles = [c for c in self._sync if not c.group]
         self._sync_groups = [c for c in self._sync if c.group]
         self._layout = _row_layout(self._singles)
@@ -330,6 +440,8 @@ class Engine:
             if self._pool is None:
                 self._pool = WorkerPool(self.workers)
                 self._pool.register(self._program_key, self._program)
+                if self._async_work:
+                    self._pool.register(self._async_key, self._async_program)
             return self._pool
 
     def close(self) -> None:
@@ -559,12 +671,15 @@ class Engine:
         work = []
         if self._sync:
             work.append(self._run_sync(batch, results, plain))
-        for component in self._async:
+        if self._async_work:
+            work.append(self._run_async_workers(batch, results))
+        for component in self._async_local:
             work.append(self._run_async(component, batch, results))
         if len(work) == 1:
             await work[0]  # no gather: the in-process path then never suspends (see _now)
         elif work:
             await asyncio.gather(*work)
+        self._check_systematic(rollouts, results)
         with gc_paused():
             if cached is not None:
                 self._record(cached, results)
@@ -690,17 +805,21 @@ class Engine:
                 self._run_columns_inline(rollouts, columns, plain, block)
             return
         limits_of = [float(c.timeout or self.rubric.timeout) for c in singles]
+        memory_of = [self._memory_limit(c) for c in singles]
         items: Sequence[Any]
         limits: Sequence[float]
+        memory: Sequence[float]
         if block is not None:
             # A range of calls, which workers run one reward at a time, and limits computed
             # from the position.
             items = range(block[0] * size, block[1] * size)
             limits = _ColumnLimits(limits_of[block[0] : block[1]], size)
+            memory = _ColumnLimits(memory_of[block[0] : block[1]], size)
         else:
             listed = [k * size + row for k in range(count) for row in range(size)
                       if columns[k][row] is None]
             group_limits: list[float] = []
+            group_memory: list[float] = []
             group_targets: list[tuple[str, list[int]]] = []
             start = 0
             for group_size in batch.sizes:
@@ -709,10 +828,12 @@ class Engine:
                 for k, component in enumerate(self._sync_groups):
                     listed.append((k, [_as_tuple(rollouts[i]) for i in span]))  # type: ignore[arg-type]
                     group_limits.append(float(component.timeout or self.rubric.timeout))
+                    group_memory.append(self._memory_limit(component))
                     group_targets.append((component.name, span))
             items = listed
-            limits = [limits_of[i // size] for i in listed[: len(listed) - len(group_limits)]]
-            limits += group_limits
+            singles_listed = listed[: len(listed) - len(group_limits)]
+            limits = [limits_of[i // size] for i in singles_listed] + group_limits
+            memory = [memory_of[i // size] for i in singles_listed] + group_memory
         if not items:
             return
         self.calls += len(items)
@@ -720,7 +841,8 @@ class Engine:
             shared = self._payload(rollouts) if count else []
         if self.workers > 0:
             done = await asyncio.wrap_future(
-                self._worker_pool().run(self._program_key, items, limits, shared))
+                self._worker_pool().run(self._program_key, items, limits, shared,
+                                        memory=memory))
         else:
             done = self._run_inline(items, shared)
         with gc_paused():
@@ -729,6 +851,85 @@ class Engine:
                     plain.update(c.name for c in singles[block[0] : block[1]])
             else:
                 self._store_batch(done, items, size, columns, group_targets, results)
+
+    def _memory_limit(self, component: Component) -> float:
+        return float(component.memory_limit or self.rubric.memory_limit)
+
+    async def _run_async_workers(self, batch: _Batch, results: dict[str, list[Cell]]) -> None:
+        """The user's async rewards, in the workers: each batch's calls run concurrently on a
+        worker's event loop, each under its own hard time and memory limits."""
+        rollouts = batch.rollouts
+        size = len(rollouts)
+        singles = [c for c in self._async_work if not c.group]
+        groups = [c for c in self._async_work if c.group]
+        columns = [results[c.name] for c in singles]
+        items: list[Any] = []
+        limits: list[float] = []
+        memory: list[float] = []
+        for k, component in enumerate(singles):
+            column = columns[k]
+            for row in range(size):
+                if column[row] is None:
+                    items.append(k * size + row)
+                    limits.append(float(component.timeout or self.rubric.timeout))
+                    memory.append(self._memory_limit(component))
+        group_targets: list[tuple[str, list[int]]] = []
+        start = 0
+        for group_size in batch.sizes:
+            span = list(range(start, start + group_size))
+            start += group_size
+            for k, component in enumerate(groups):
+                items.append((k, [_as_tuple(rollouts[i]) for i in span]))
+                limits.append(float(component.timeout or self.rubric.timeout))
+                memory.append(self._memory_limit(component))
+                group_targets.append((component.name, span))
+        if not items:
+            return
+        self.calls += len(items)
+        shared = [_as_tuple(r) for r in rollouts] if singles else []
+        per_worker = max(1, self.max_concurrency // max(1, self.workers))
+        done = await asyncio.wrap_future(self._worker_pool().run(
+            self._async_key, items, limits, shared, memory=memory, concurrency=per_worker))
+        self._store_batch(done, items, size, columns, group_targets, results)
+
+    def _check_systematic(self, rollouts: list[Rollout], results: dict[str, list[Cell]]) -> None:
+        """Raise when a reward has failed the same way on every call since the start.
+
+        A reward that cannot work at all (a missing module inside it, a wrong signature, a
+        sandbox that cannot start) would otherwise turn a whole run into masked rewards, which
+        trainers read as zeros. Once a component has succeeded, or failed in two different
+        ways, it is never checked again.
+        """
+        if not self.stop_on_systematic:
+            return
+        for component in self.rubric.components:
+            if component.evaluator is not None:
+                continue  # judges have budgets and their own start-up check
+            state = self._same_failures.get(component.name, ("", 0, set()))
+            if state is None:
+                continue
+            message, count, groups = state
+            for rollout, cell in zip(rollouts, results[component.name]):
+                if type(cell) is float or cell is None:
+                    state = None
+                    break
+                result = cast(ComponentResult, cell)
+                if result.status not in (Status.ERROR, Status.TIMEOUT):
+                    state = None
+                    break
+                text = f"{result.status.value}: {result.error}"
+                if count and text != message:
+                    state = None
+                    break
+                message, count = text, count + 1
+                groups.add(rollout.group)
+                state = (message, count, groups)
+            self._same_failures[component.name] = state
+            if state is not None and count >= _SYSTEMATIC_CALLS and len(groups) >= 2:
+                raise SystematicFailure(
+                    f"component {component.name!r} failed the same way on each of its first "
+                    f"{count} calls ({message}): the reward cannot work as set up; fix it "
+                    f"before scoring (check it with `rewardsmith test`)")
 
     def _store_batch(self, batch: BatchResult, items: Sequence[Any], size: int,
                      columns: list[list[Cell]], group_targets: list[tuple[str, list[int]]],
@@ -766,7 +967,7 @@ class Engine:
             program = self._program
             rows = program.build_rows(self._payload(rollouts))
             runs: list[tuple[Callable[[Any], Any], Sequence[Any]]] = [
-                (call, args) for call, args, _fix in program.runs(
+                (call, args) for call, args, _fix, _limit in program.runs(
                     range(first * size, end * size), rows)]
         else:
             if self._inline_binders is None:
@@ -872,6 +1073,10 @@ class Engine:
         except Exception as exc:  # noqa: BLE001 - a failure is data
             for i in todo:
                 column[offset + i] = ComponentResult.failed(Status.ERROR, format_exception(exc))
+
+
+# Calls that must fail alike, over at least two groups, before a reward counts as broken.
+_SYSTEMATIC_CALLS = 16
 
 
 def _contiguous_sizes(items: list[Rollout]) -> list[int] | None:

@@ -11,7 +11,8 @@ Every error the library raises on purpose derives from ``RewardsmithError``::
     ├── AdvantageError (also ValueError)   NaN/inf reward, or rewards that cannot be normalized
     ├── JudgeError                         a judge endpoint that fails before the run starts
     │   └── BudgetExhausted                the run's judge budget is spent
-    └── StoreError                         the result store cannot be opened or is corrupt
+    ├── StoreError                         the result store cannot be opened or is corrupt
+    └── SystematicFailure                  a reward failed the same way on every call so far
 
 Failures *inside* a reward call are not raised to the caller: they become a rollout's
 ``error`` or ``timeout`` status (a failure is data, not a crash).
@@ -30,6 +31,7 @@ __all__ = [
     "RewardsmithError",
     "RubricError",
     "StoreError",
+    "SystematicFailure",
 ]
 
 
@@ -84,3 +86,10 @@ class BudgetExhausted(JudgeError):
 
 class StoreError(RewardsmithError):
     """The result store cannot be opened, or holds data this version cannot read."""
+
+
+class SystematicFailure(RewardsmithError):
+    """A reward failed the same way on every call since the start: it cannot work as set up.
+
+    Raised instead of returning a batch of failures that a trainer would read as zeros.
+    """

@@ -36,10 +36,13 @@ __all__ = [
     "Evaluator",
     "Rubric",
     "register_component_kind",
+    "DEFAULT_MEMORY_LIMIT_MB",
     "DEFAULT_TIMEOUT",
 ]
 
 DEFAULT_TIMEOUT = 10.0  # seconds per reward call
+# MB of resident memory a worker may hold while it runs one call (see ``memory_limit``).
+DEFAULT_MEMORY_LIMIT_MB = 2048.0
 
 
 class Evaluator(Protocol):
@@ -80,6 +83,7 @@ class Component:
     reward_key: str = "reward"
     group: bool = False
     evaluator: Evaluator | None = None
+    memory_limit: float | None = None  # MB; None: the rubric's
     # Filled by ``resolve``:
     func: Callable[..., Any] | None = field(default=None, repr=False)
     is_async: bool = False
@@ -168,6 +172,7 @@ class _ComponentModel(BaseModel):
     weight: float = 1.0
     params: dict[str, Any] = Field(default_factory=dict)
     timeout: float | None = Field(default=None, gt=0)
+    memory_limit: float | None = Field(default=None, gt=0)
     requires: str | None = None
     reward_key: str = "reward"
     group: bool = False
@@ -188,6 +193,7 @@ class _RubricModel(BaseModel):
     on_error: float | str = "mask"
     quantize: float | None = Field(default=None, gt=0)
     timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
+    memory_limit: float = Field(default=DEFAULT_MEMORY_LIMIT_MB, gt=0)
 
     @field_validator("on_error")
     @classmethod
@@ -226,6 +232,7 @@ class Rubric:
     quantize: float | None = None
     timeout: float = DEFAULT_TIMEOUT
     source: str = "<python>"
+    memory_limit: float = DEFAULT_MEMORY_LIMIT_MB
     folder: str | Path | None = None
     _formula: Formula | None = field(default=None, repr=False)
     _resolved: bool = field(default=False, repr=False)
@@ -281,6 +288,7 @@ class Rubric:
             on_error=model.on_error,
             quantize=model.quantize,
             timeout=model.timeout,
+            memory_limit=model.memory_limit,
             source=source,
             folder=folder,
         )
@@ -458,5 +466,6 @@ def _component_from_config(name: str, config: Any, source: str) -> list[Componen
         raise RubricError(f"{where}: missing key 'reward' (a built-in name such as 'gsm8k', "
                           f"'module:func' or 'path/to/file.py:func')")
     return [Component(name, model.reward, weight=model.weight, params=model.params,
-                      timeout=model.timeout, requires=model.requires,
+                      timeout=model.timeout, memory_limit=model.memory_limit,
+                      requires=model.requires,
                       reward_key=model.reward_key, group=model.group)]

@@ -11,7 +11,16 @@ limit counts from when the call starts, not from when it was queued. Work is sen
 
 A program may also offer ``segments(items, shared)`` for a batch given as a ``range``: runs of
 calls that share one function, which the worker then makes in a tight loop (no per-call
-dispatch through the program).
+dispatch through the program). A program for async calls offers ``rows``, ``start`` and
+``finish`` (see ``AsyncProgram``); its batches run concurrently on the worker's event loop.
+
+What a pool guarantees (the worker's side is ``rewardsmith.worker_process``):
+- a call past its time limit, or a worker past its call's memory limit, is killed with every
+  process it started, and its worker replaced;
+- a crash or a kill never runs a finished call again: finished calls are read back from the
+  worker's result log (``rewardsmith.resultlog``); only calls that had not finished run again;
+- no worker outlives the process that owns the pool;
+- a reward that cannot be loaded in a worker raises ``LoadError`` instead of failing each call.
 """
 
 from __future__ import annotations
@@ -23,36 +32,49 @@ import gc
 import io
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.spawn
 import os
 import pickle
 import queue
 import struct
 import threading
 import time
-import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import cloudpickle
 
-__all__ = ["gc_paused", "BatchResult", "CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK", "ERROR", "TIMEOUT",
-           "default_worker_count", "format_exception"]
+from .errors import LoadError
+from .proctree import kill_tree, resident_bytes
+from .resultlog import LOG_BYTES, read_log
+from .worker_process import (
+    ERROR,
+    HALF,
+    IN_BUFFER,
+    OK,
+    RECYCLE,
+    SLOT_BATCH,
+    SLOT_INDEX,
+    SLOT_SIZE,
+    SLOT_START,
+    TIMEOUT,
+    format_exception,
+    worker_main,
+)
 
-OK, ERROR, TIMEOUT = 0, 1, 2
+__all__ = ["gc_paused", "BatchResult", "CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK",
+           "ERROR", "TIMEOUT", "default_worker_count", "format_exception",
+           "DEFAULT_MEMORY_LIMIT_MB"]
+
 Outcome = tuple[int, Any]  # (OK, value) | (ERROR, message) | (TIMEOUT, message)
 
 _POLL_SECONDS = 0.01
-# The shared slot: the running call's index in its batch, when it started, and which batch
-# (counted per worker process) it belongs to.
-_SLOT_INDEX, _SLOT_START, _SLOT_BATCH = 0, 1, 2
-_SLOT_SIZE = 3
-# Batches travel through a buffer shared with each worker, in two halves so that the next batch
-# can be written while the current one runs; a larger batch goes through the pipe. A message
-# that starts with this byte (never the first byte of a pickle) names the half and the size.
-_HALF = 4 << 20
-_IN_BUFFER = b"\x00"
+_SLOT_INDEX, _SLOT_START, _SLOT_BATCH, _SLOT_SIZE = SLOT_INDEX, SLOT_START, SLOT_BATCH, SLOT_SIZE
+_HALF, _IN_BUFFER = HALF, IN_BUFFER
+# A call's worker may hold this much resident memory (MB) unless the rubric says otherwise.
+DEFAULT_MEMORY_LIMIT_MB = 2048
 
 
 class CallTimeout(Exception):
@@ -100,125 +122,48 @@ def default_worker_count() -> int:
     return max(1, min(8, cores))
 
 
-def format_exception(exc: BaseException) -> str:
-    """``Type: message (at file:line in func)``: the innermost frame is where it went wrong."""
-    text = f"{type(exc).__name__}: {exc}"
-    frames = traceback.extract_tb(exc.__traceback__)
-    if frames:
-        last = frames[-1]
-        text += f" (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
-    return text[:2000]
-
-
-# ---------------------------------------------------------------- worker process side
-
-
-def _worker_main(conn: multiprocessing.connection.Connection, slot: Any, buffer: Any) -> None:
-    programs: dict[str, Callable[[Any, Any], Any]] = {}
-    # A memoryview writes to shared memory several times faster than ctypes item assignment,
-    # and this runs twice per call.
-    view: Any = memoryview(slot).cast("B").cast("d")
-    halves = memoryview(buffer).cast("B")
-    batches = 0
-    while True:
-        try:
-            raw: Any = conn.recv_bytes()
-            if raw[:1] == _IN_BUFFER:  # the batch lies in one half of the shared buffer
-                half, size = struct.unpack_from("!BQ", raw, 1)
-                raw = halves[half * _HALF : half * _HALF + size]
-        except (EOFError, OSError):
-            return
-        with gc_paused():
-            try:
-                message = pickle.loads(raw)
-            except BaseException as exc:  # noqa: BLE001 - only a batch carries user data
-                batches += 1
-                view[_SLOT_BATCH] = batches
-                del raw
-                conn.send_bytes(pickle.dumps((
-                    "unreadable", f"the batch could not be read in a worker process: "
-                                  f"{format_exception(exc)}")))
-                continue
-            kind = message[0]
-            if kind == "stop":
-                return
-            if kind == "register":
-                _, key, blob = message
-                try:
-                    programs[key] = cloudpickle.loads(blob)
-                    reply = pickle.dumps(("registered", key, None))
-                except BaseException as exc:  # noqa: BLE001 - reported to the parent
-                    reply = pickle.dumps(("registered", key, format_exception(exc)))
-            else:
-                _, key, shared, items = message
-                batches += 1
-                view[_SLOT_START] = 0.0
-                view[_SLOT_BATCH] = batches
-                reply = _run_batch(programs[key], shared, items, view)
-            del message, raw
-        conn.send_bytes(reply)
-
-
-def _run_batch(program: Callable[[Any, Any], Any], shared: Any, items: Sequence[Any],
-               view: Any) -> bytes:
-    # The start time is written before the index and neither is cleared between calls: the
-    # parent reads index, start, index and so never pairs a call with a later call's start.
-    clock = time.monotonic
-    values: list[Any] = []
-    failures: dict[int, Outcome] = {}
-    append = values.append
-    segments = getattr(program, "segments", None)
-    reply: Any = values
-    if segments is not None and type(items) is range:
-        index = 0
-        plain = True  # every value a finite float so far
-        for call, args, fix in segments(items, shared):
-            for arg in args:
-                view[_SLOT_START] = clock()
-                view[_SLOT_INDEX] = index
-                try:
-                    value = call(arg)
-                    if type(value) is not float or value - value != 0.0:
-                        value = fix(value)  # anything but a finite float: the program's form
-                        plain = plain and type(value) is float
-                except BaseException as exc:  # noqa: BLE001 - a failure is data
-                    value = None
-                    plain = False
-                    failures[index] = (ERROR, format_exception(exc))
-                append(value)
-                index += 1
-        if index != len(items):
-            raise RuntimeError(f"program segments made {index} calls for {len(items)} items")
-        if plain:
-            reply = array.array("d", values)  # one block of bytes, and no type check later
-    else:
-        for index, item in enumerate(items):
-            view[_SLOT_START] = clock()
-            view[_SLOT_INDEX] = index
-            try:
-                append(program(item, shared))
-            except BaseException as exc:  # noqa: BLE001 - a failure is data
-                append(None)
-                failures[index] = (ERROR, format_exception(exc))
-    view[_SLOT_START] = 0.0  # not running a call while the reply is pickled and sent
-    try:
-        return pickle.dumps(("done", reply, failures), protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:  # noqa: BLE001 - an unpicklable result is that call's error
-        return pickle.dumps(("done", *_picklable(values, failures, exc)))
-
-
-def _picklable(values: list[Any], failures: dict[int, Outcome],
-               exc: Exception) -> tuple[list[Any], dict[int, Outcome]]:
-    for index, value in enumerate(values):
-        try:
-            pickle.dumps(value)
-        except Exception:  # noqa: BLE001
-            values[index] = None
-            failures[index] = (ERROR, f"result cannot be sent back from the worker: {exc}")
-    return values, failures
-
-
 # ---------------------------------------------------------------- parent side
+
+
+class AsyncProgram(Protocol):
+    """A program whose calls are coroutines, run concurrently in a worker's event loop."""
+
+    def rows(self, shared: Any) -> Any:
+        """What ``start`` reads, built once per batch from its shared payload."""
+
+    def start(self, item: Any, rows: Any) -> Awaitable[Any]:
+        """The call for ``item``, not yet awaited."""
+
+    def finish(self, item: Any, value: Any) -> Any:
+        """The call's return value in the form sent back to the parent."""
+
+
+_spawn_lock = threading.Lock()
+
+
+def _start_without_main(process: Any) -> None:
+    """Start ``process`` without running the parent's ``__main__`` in it.
+
+    multiprocessing re-imports the parent's main script in each new process (``spawn`` and
+    ``forkserver``). A script without an ``if __name__ == "__main__":`` guard then runs again
+    in every worker, and a script read from stdin cannot be found at all. Workers never need
+    it: rewards travel by import path or by value (cloudpickle), so the main module is left out
+    of what the new process is told to prepare.
+    """
+    original = multiprocessing.spawn.get_preparation_data
+
+    def preparation_data(name: str) -> dict[str, Any]:
+        data = original(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    with _spawn_lock:
+        multiprocessing.spawn.get_preparation_data = preparation_data
+        try:
+            process.start()
+        finally:
+            multiprocessing.spawn.get_preparation_data = original
 
 
 def _dumps(message: Any) -> bytes:
@@ -260,6 +205,8 @@ class _Job:
     limits: Sequence[float]
     shared: Any
     future: Future[BatchResult]
+    memory: Sequence[float] | None = None  # MB per call
+    concurrency: int = 0  # > 0: async calls, this many at once in the worker
 
 
 @dataclass
@@ -269,6 +216,7 @@ class _Worker:
     slot: Any
     known: set[str] = field(default_factory=set)
     buffer: Any = None  # shared with the process: two halves of _HALF bytes
+    log: Any = None  # shared with the process: the result log of its current batch
     sent: int = 0  # batches sent to this process
     halves_used: list[int] = field(default_factory=list)  # halves of batches not yet answered
 
@@ -294,37 +242,55 @@ class WorkerPool:
         self._context: Any = multiprocessing.get_context(method)
         if method == "forkserver":
             # Workers that are replaced after a timeout start warm from the fork server.
-            self._context.set_forkserver_preload(["rewardsmith.workers", "rewardsmith.rewards"])
+            self._context.set_forkserver_preload(
+                ["rewardsmith.workers", "rewardsmith.worker_process", "rewardsmith.rewards"])
         self._programs: dict[str, bytes] = {}
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._lock = threading.Lock()
         self._closed = False
         self._threads: list[threading.Thread] = []
-        self.replaced = 0  # workers killed and replaced (timeouts, crashes)
+        self.replaced = 0  # workers killed and replaced (timeouts, crashes, memory)
 
     # -- public API
 
     def register(self, key: str, program: Callable[[Any, Any], Any]) -> None:
-        """Make ``program(item, shared)`` runnable under ``key``."""
+        """Make ``program(item, shared)`` runnable under ``key``.
+
+        Raises ``LoadError`` when the program cannot be sent to a worker process.
+        """
         with self._lock:
             if key not in self._programs:
-                self._programs[key] = cloudpickle.dumps(program)
+                try:
+                    self._programs[key] = cloudpickle.dumps(program)
+                except Exception as exc:  # noqa: BLE001 - named in a clear error
+                    raise LoadError(
+                        f"the reward cannot be sent to worker processes ({format_exception(exc)})"
+                        ": define it as a plain function at the top level of a module (or of "
+                        "the script), or score in this process with workers=0 (no hard "
+                        "timeouts)") from exc
         self._start()
 
     def run(self, key: str, items: Sequence[Any], limits: Sequence[float],
-            shared: Any = None) -> Future[BatchResult]:
-        """Run the program ``key`` on each item, each with its own time limit in seconds."""
+            shared: Any = None, *, memory: Sequence[float] | None = None,
+            concurrency: int = 0) -> Future[BatchResult]:
+        """Run the program ``key`` on each item, each with its own time limit in seconds.
+
+        ``memory`` gives each call's limit on its worker's resident memory, in MB.
+        ``concurrency > 0`` runs an async program's calls that many at a time.
+        """
         if key not in self._programs:
             raise KeyError(f"no program registered as {key!r}")
         if len(items) != len(limits):
             raise ValueError("items and limits must have the same length")
+        if memory is not None and len(memory) != len(items):
+            raise ValueError("items and memory limits must have the same length")
         future: Future[BatchResult] = Future()
         if not items:
             future.set_result(BatchResult([], {}))
             return future
         if self._closed:
             raise RuntimeError("the worker pool is closed")
-        self._queue.put(_Job(key, items, limits, shared, future))
+        self._queue.put(_Job(key, items, limits, shared, future, memory, concurrency))
         return future
 
     def call(self, func: Callable[..., Any], *args: Any, timeout: float) -> Any:
@@ -339,7 +305,7 @@ class WorkerPool:
         raise RuntimeError(value)
 
     def close(self) -> None:
-        """Stop every worker; calls not yet started fail."""
+        """Stop every worker (and what their calls started); calls not yet started fail."""
         with self._lock:
             if self._closed:
                 return
@@ -378,14 +344,15 @@ class WorkerPool:
     def _spawn(self) -> _Worker:
         parent_conn, child_conn = self._context.Pipe()
         slot = self._context.Array("d", _SLOT_SIZE, lock=False)
-        buffer = self._context.RawArray("B", 2 * _HALF)  # pages are taken only when written
+        buffer = self._context.RawArray("B", 2 * _HALF)
+        log = self._context.RawArray("B", LOG_BYTES)
         process = self._context.Process(
-            target=_worker_main, args=(child_conn, slot, buffer), name="rewardsmith-worker",
-            daemon=True,
+            target=worker_main, args=(child_conn, slot, buffer, log, os.getpid()),
+            name="rewardsmith-worker", daemon=True,
         )
-        process.start()
+        _start_without_main(process)
         child_conn.close()
-        return _Worker(process, parent_conn, slot, buffer=buffer)
+        return _Worker(process, parent_conn, slot, buffer=buffer, log=log)
 
     def _send_batch(self, worker: _Worker, blob: bytes) -> None:
         """Send one batch: through a free half of the shared buffer when it fits."""
@@ -400,14 +367,19 @@ class WorkerPool:
             worker.halves_used.append(-1)
         worker.sent += 1
 
-    def _kill(self, worker: _Worker) -> None:
-        with contextlib.suppress(Exception):
-            worker.process.kill()
+    def _kill(self, worker: _Worker, *, replaced: bool = True) -> None:
+        """Kill the worker and every process its calls started (before it is reaped, so that
+        its process group cannot be confused with a later process's)."""
+        pid = worker.process.pid
+        if pid is not None:
+            with contextlib.suppress(Exception):
+                kill_tree(pid)
         with contextlib.suppress(Exception):
             worker.process.join(timeout=2)
         with contextlib.suppress(Exception):
             worker.conn.close()
-        self.replaced += 1
+        if replaced:
+            self.replaced += 1
 
     def _drive(self) -> None:
         worker: _Worker | None = None
@@ -424,6 +396,8 @@ class WorkerPool:
                     return
                 try:
                     if worker is None or not worker.process.is_alive():
+                        if worker is not None:  # exited on its own (after a MemoryError)
+                            self._kill(worker, replaced=False)
                         worker, sent = self._spawn(), False
                     worker = self._run_job(worker, job, sent, ahead)
                 except BaseException as exc:  # noqa: BLE001 - never lose a caller's future
@@ -439,18 +413,27 @@ class WorkerPool:
                 with contextlib.suppress(Exception):
                     worker.conn.send_bytes(pickle.dumps(("stop",)))
                 worker.process.join(timeout=1)
-                if worker.process.is_alive():
-                    worker.process.kill()
+                # The worker's group: daemons its calls left behind.
+                self._kill(worker, replaced=False)
 
-    def _ensure_program(self, worker: _Worker, key: str) -> str | None:
+    def _ensure_program(self, worker: _Worker, key: str) -> None:
         if key in worker.known:
-            return None
-        worker.conn.send_bytes(pickle.dumps(("register", key, self._programs[key])))
-        reply = pickle.loads(worker.conn.recv_bytes())
+            return
+        try:
+            worker.conn.send_bytes(pickle.dumps(("register", key, self._programs[key])))
+            reply = pickle.loads(worker.conn.recv_bytes())
+        except (EOFError, OSError) as exc:
+            worker.process.join(timeout=1)
+            raise LoadError(
+                f"a worker process exited while loading the reward (exit code "
+                f"{worker.process.exitcode}): it cannot run in a worker process here; score "
+                f"in this process with workers=0 (no hard timeouts)") from exc
         if reply[2] is not None:
-            return f"the reward could not be loaded in a worker process: {reply[2]}"
+            raise LoadError(
+                f"the reward could not be loaded in a worker process: {reply[2]}. Make it "
+                f"importable there (a module on the Python path, or a function defined in the "
+                f"script itself), or score in this process with workers=0 (no hard timeouts)")
         worker.known.add(key)
-        return None
 
     def _send_ahead(self, worker: _Worker, ahead: _Ahead) -> None:
         """While a batch runs, send the next one to the same worker, so that it starts the
@@ -467,7 +450,7 @@ class WorkerPool:
         ahead.job = job
         if job.key not in worker.known or len(worker.halves_used) != 1:
             return  # loading a program needs a round trip: sent when its turn comes
-        blob = _dumps(("run", job.key, job.shared, job.items))
+        blob = _dumps(("run", job.key, job.shared, job.items, _extra(job, None, job.concurrency)))
         if len(blob) > _HALF:
             return  # through the pipe, which could block this thread: sent when its turn comes
         self._send_batch(worker, blob)
@@ -478,28 +461,25 @@ class WorkerPool:
         values: list[Any] = [None] * size
         failures: dict[int, Outcome] = {}
         pending: list[int] | None = None  # None: every item, in order (the usual case)
+        concurrency = job.concurrency
         number = worker.sent  # when already sent, the last batch sent to this worker
         while True:
             todo = range(size) if pending is None else pending
             if not sent:
-                try:
-                    problem = self._ensure_program(worker, job.key)
-                except (EOFError, OSError):
-                    problem = "the worker process exited while loading the reward"
-                if problem is not None:
-                    for index in todo:
-                        failures[index] = (ERROR, problem)
-                    break
+                self._ensure_program(worker, job.key)
                 items = job.items if pending is None else [job.items[i] for i in pending]
                 worker.slot[_SLOT_START] = 0.0
-                self._send_batch(worker, _dumps(("run", job.key, job.shared, items)))
+                self._send_batch(worker, _dumps(("run", job.key, job.shared, items,
+                                                 _extra(job, pending, concurrency))))
                 number = worker.sent
             sent = False
             limits = job.limits if pending is None else [job.limits[i] for i in pending]
+            memory = (job.memory if pending is None or job.memory is None
+                      else [job.memory[i] for i in pending])
             prefetch = functools.partial(self._send_ahead, worker, ahead)
-            reply, failed_at, failure = self._wait(worker, limits, number, prefetch)
+            reply, failed_at, failure = self._wait(worker, limits, memory, number, prefetch)
             if reply is not None:
-                got_values, got_failures = reply
+                got_values, got_failures, flag = reply
                 if pending is None:
                     values = got_values
                     failures.update(got_failures)
@@ -508,17 +488,32 @@ class WorkerPool:
                         values[index] = got_values[position]
                         if position in got_failures:
                             failures[index] = got_failures[position]
+                if flag == RECYCLE:  # the worker exits after this reply: replace it now
+                    self._kill(worker)
+                    worker = self._spawn()
                 break
             if failed_at < 0:  # the batch itself could not be run: every call gets why
                 for index in todo:
                     failures[index] = failure
                 worker = self._spawn()
                 break
-            # The worker was killed (timeout) or died at position ``failed_at``: that call gets
-            # the failure; the calls before it are redone (their results died with it).
+            # The worker was killed (timeout, memory) or died at position ``failed_at``: that
+            # call gets the failure, the calls it had finished come from its result log, and
+            # only the calls that had not finished run again.
             order = list(todo)
+            finished = read_log(worker.log, len(order))
+            for position, outcome in finished.items():
+                if position != failed_at and position < len(order):
+                    if outcome[0] == OK:
+                        values[order[position]] = outcome[1]
+                    else:
+                        failures[order[position]] = outcome
             failures[order[failed_at]] = failure
-            pending = order[:failed_at] + order[failed_at + 1 :]
+            pending = [order[p] for p in range(len(order))
+                       if p != failed_at and p not in finished]
+            # Async calls cut off by another call's block run again one at a time, so that a
+            # second blocking call cannot cut them off again.
+            concurrency = min(concurrency, 1)
             worker = self._spawn()
             if not pending:
                 break
@@ -526,11 +521,13 @@ class WorkerPool:
             job.future.set_result(BatchResult(values, failures))
         return worker
 
-    def _wait(self, worker: _Worker, limits: Sequence[float], number: int,
-              idle: Callable[[], None]
-              ) -> tuple[tuple[list[Any], dict[int, Outcome]] | None, int, Outcome]:
-        """Wait for batch ``number``'s reply, killing the worker when a call runs too long."""
+    def _wait(self, worker: _Worker, limits: Sequence[float], memory: Sequence[float] | None,
+              number: int, idle: Callable[[], None]
+              ) -> tuple[tuple[Any, dict[int, Outcome], Any] | None, int, Outcome]:
+        """Wait for batch ``number``'s reply, killing the worker when a call runs too long or
+        its worker holds more memory than the call may."""
         slot = worker.slot
+        pid = worker.process.pid
         while True:
             try:
                 ready = worker.conn.poll(_POLL_SECONDS)
@@ -544,7 +541,7 @@ class WorkerPool:
                 worker.halves_used.pop(0)  # replies come in the order batches were sent
                 if message[0] == "unreadable":
                     return None, -1, (ERROR, message[1])
-                return (message[1], message[2]), -1, (OK, None)
+                return (message[1], message[2], message[3]), -1, (OK, None)
             idle()
             if slot[_SLOT_BATCH] != number:  # not started yet (or still reading the batch)
                 if not worker.process.is_alive():
@@ -554,8 +551,16 @@ class WorkerPool:
             started = slot[_SLOT_START]
             if slot[_SLOT_INDEX] != index_seen:
                 continue  # the worker moved to the next call while we read: look again
+            index = int(index_seen)
+            if memory is not None and 0 <= index < len(memory):
+                used = resident_bytes(pid)
+                allowed = float(memory[index])
+                if used is not None and used > allowed * (1 << 20):
+                    self._kill(worker)
+                    return None, index, (
+                        ERROR, f"exceeded the memory limit of {allowed:g} MB (worker process "
+                               f"killed; raise memory_limit if the reward needs more)")
             if started > 0.0:
-                index = int(index_seen)
                 limit = float(limits[index])
                 if time.monotonic() - started > limit:
                     self._kill(worker)
@@ -575,6 +580,14 @@ class WorkerPool:
             return -1, (ERROR, f"the worker process died before running this batch (exit code "
                                f"{code})")
         return index, (ERROR, f"the worker process died while running this call (exit code {code})")
+
+
+def _extra(job: _Job, pending: list[int] | None, concurrency: int) -> Any:
+    """What an async batch adds to its message: each call's time limit and the concurrency."""
+    if job.concurrency <= 0:
+        return None
+    limits = list(job.limits) if pending is None else [job.limits[i] for i in pending]
+    return (limits, concurrency)
 
 
 class _Ahead:

@@ -176,8 +176,9 @@ def run_reward_tests(
     if any(c.group for c in rubric.components):
         report.notes.append("group reward: each input is scored as a group of one")
     has_async = any(c.is_async for c in rubric.components)
-    with Engine(rubric, workers=min(2, default_worker_count()) if workers is None else workers
-                ) as engine:
+    # Every failure is reported case by case here, even one that repeats on every input.
+    with Engine(rubric, workers=min(2, default_worker_count()) if workers is None else workers,
+                stop_on_systematic=False) as engine:
         engine.check()
         scorer = _Scorer(engine, has_async)
         _run(scorer, report, candidates, detecting, case_list, edges, probes)

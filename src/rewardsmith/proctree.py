@@ -1,0 +1,83 @@
+"""Process trees on Linux: find a process's descendants, kill them all, read memory use.
+
+A reward may start processes of its own (``subprocess.run(["sleep", "1000"])``). When its call
+is stopped, everything it started must stop too. Worker processes lead their own process
+group, so ``killpg`` reaches every descendant that stayed in it; descendants that left the group
+(``start_new_session=True``) are found through ``/proc`` before the kill. Elsewhere than Linux
+only the process itself is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+
+__all__ = ["descendants", "kill_tree", "resident_bytes"]
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _parents() -> dict[int, int]:
+    """Every process's parent, read from ``/proc/<pid>/stat``."""
+    out: dict[int, int] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue  # gone meanwhile
+        # The command name may hold spaces and parentheses: the fields start after the last ")".
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1:
+            out[int(name)] = int(fields[1])
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes started by ``pid``, their children and so on (not ``pid`` itself)."""
+    children: dict[int, list[int]] = {}
+    for child, parent in _parents().items():
+        children.setdefault(parent, []).append(child)
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(pid: int, *, group: bool = True) -> None:
+    """SIGKILL ``pid``, every descendant of it and (``group``) its process group.
+
+    The descendants are stopped first, so none can start another process between the time
+    they are listed and the time they are killed.
+    """
+    tree = descendants(pid)
+    for child in tree:
+        with contextlib.suppress(OSError):
+            os.kill(child, signal.SIGSTOP)
+    tree = sorted(set(tree) | set(descendants(pid)))
+    if group:
+        with contextlib.suppress(OSError):
+            if os.getpgid(pid) == pid:  # only a group the process leads: never the caller's
+                os.killpg(pid, signal.SIGKILL)
+    for target in [pid, *tree]:
+        with contextlib.suppress(OSError):
+            os.kill(target, signal.SIGKILL)
+
+
+def resident_bytes(pid: int) -> int | None:
+    """The resident memory of ``pid`` in bytes, or None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as handle:
+            return int(handle.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
