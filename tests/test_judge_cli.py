@@ -75,11 +75,11 @@ def score(rollouts: Path, rubric: Path, output: Path) -> tuple[dict[str, Any], s
     done = subprocess.run(score_command(rollouts, rubric, output), env=environment(),
                           cwd=rollouts.parent, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    return summary_of(done.stderr), done.stderr
+    return summary_of(done.stdout), done.stderr
 
 
-def summary_of(stderr: str) -> dict[str, Any]:
-    return json.loads(stderr[stderr.index("{"):])  # type: ignore[no-any-return]
+def summary_of(stdout: str) -> dict[str, Any]:
+    return json.loads(stdout)  # type: ignore[no-any-return]
 
 
 def usage_of(summary: dict[str, Any]) -> dict[str, float]:
@@ -175,17 +175,17 @@ def test_two_processes_sharing_a_store_never_pay_twice(server: OpenAIServer,
     server.hold_after(0)  # hold everything until both processes are in the middle of it
     processes = []
     for name in ("a", "b"):
-        errors = (tmp_path / f"{name}.err").open("w")
+        summary = (tmp_path / f"{name}.summary").open("w")
         processes.append((subprocess.Popen(
             score_command(rollouts, rubric, tmp_path / f"{name}.jsonl"), env=environment(),
-            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=errors), errors))
+            cwd=tmp_path, stdout=summary, stderr=subprocess.DEVNULL), summary))
         wait_until(lambda: server.held == 3 * len(processes), f"process {name} to hold 3 calls")
     server.release()
     for process, errors in processes:
         assert process.wait(timeout=60) == 0
         errors.close()
     assert server.billed == 30
-    usages = [usage_of(summary_of((tmp_path / f"{n}.err").read_text())) for n in "ab"]
+    usages = [usage_of(summary_of((tmp_path / f"{n}.summary").read_text())) for n in "ab"]
     assert sum(u["calls"] for u in usages) == 30
     assert usages[1]["shared"] >= 6  # b waited for a's first claims instead of paying
     assert all(u["calls"] * 2 + u["shared"] + u["replayed"] == 60 for u in usages)
@@ -207,5 +207,5 @@ def test_unreachable_endpoint_exits_2_before_scoring(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "cannot reach the judge endpoint" in done.stderr
     assert time.monotonic() - started < 15
-    assert (tmp_path / "out.jsonl").read_text() == ""
+    assert not (tmp_path / "out.jsonl").exists()  # a failed run writes no output file
     assert SECRET not in done.stderr + done.stdout

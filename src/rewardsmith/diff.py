@@ -288,6 +288,6 @@ def diff_files(old: str | Path, new: str | Path, *, top: int = 10,
         location = store
 
         def source(ids: Sequence[str]) -> Mapping[str, Rollout]:
-            with Store(location) as opened:
+            with Store(location, read_only=True) as opened:
                 return opened.rollouts_by_id(opened.get_run(run).id, ids)
     return diff_scores(old_scores, new_scores, top=top, rollouts=source)

@@ -130,7 +130,8 @@ def rescore(
     it says per component what is reused and what would be computed, and spends nothing.
     ``advantage_method`` fills each score's group advantage (None leaves it empty)."""
     if isinstance(store, (str, Path)):
-        with Store(store) as opened:
+        # A dry run only reads: it works on a store that cannot be written.
+        with Store(store, read_only=True if dry_run else None) as opened:
             return rescore(opened, rubric, run=run, output=output, dry_run=dry_run,
                            workers=workers, max_concurrency=max_concurrency,
                            keep_scores=keep_scores, advantage_method=advantage_method,

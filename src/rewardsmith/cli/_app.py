@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from functools import wraps
 from typing import Any, TypeVar
 
@@ -11,6 +14,7 @@ import typer
 from rich.console import Console
 
 from ..errors import RewardsmithError
+from .streams import json_stream, write_json
 
 __all__ = ["app", "console", "err_console", "fail", "handle_errors", "EXIT_OK", "EXIT_FAILED",
            "EXIT_USAGE"]
@@ -39,15 +43,47 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     return typer.Exit(code)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so that every ``finally`` and ``with`` runs (outputs
+    left untouched, runs marked ``interrupted``, workers stopped) before exit status 143."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_as_exception() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def handle_errors(func: F) -> F:
-    """Map rewardsmith's errors to a clear message and exit status 2 (bad usage or input)."""
+    """Map rewardsmith's errors to a clear message and exit status 2 (bad usage or input);
+    Ctrl-C and SIGTERM to a clean exit (130, 143). With ``--json``, an error is the one JSON
+    document on the JSON stream (``{"error": ..., "exit_code": 2}``)."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return func(*args, **kwargs)
+            with _sigterm_as_exception():
+                return func(*args, **kwargs)
         except RewardsmithError as exc:
+            if kwargs.get("as_json"):
+                stream = json_stream(kwargs.get("output"))
+                write_json({"error": str(exc), "exit_code": EXIT_USAGE}, stream)
+                if stream is sys.stderr:
+                    raise typer.Exit(EXIT_USAGE) from None
             raise fail(_escape(str(exc))) from None
+        except Terminated:
+            err_console.print("terminated")
+            sys.exit(143)
         except KeyboardInterrupt:
             err_console.print("interrupted")
             sys.exit(130)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -11,12 +10,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ..files.paths import refuse_output_over_input
 from ..recording import import_scores
 from ..rescore import RescorePlan, RescoreResult, rescore
 from ..rubric import Rubric
+from ..sqlite_setup import read_only_reason
 from ..store import DEFAULT_STORE_PATH, Store
 from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors
+from .gate import ErrorRateCheck
 from .render import render_summary
+from .streams import json_stream, results_on_stdout, write_json
 
 STORE_HELP = "The store file (SQLite) written by 'rewardsmith score --store'."
 
@@ -81,23 +84,37 @@ def rescore_command(
         raise fail(f"--advantage {advantage!r}: choose grpo, dr_grpo or rloo")
     if output is None and not dry_run:
         raise fail("missing --output (a .jsonl or .parquet path, or '-'), or use --dry-run")
+    refuse_output_over_input(output, [("the store", store), ("the rubric", rubric)])
+    _existing_store(store)
+    reason = read_only_reason(store)
+    if reason is not None and not dry_run:
+        raise fail(f"the store {str(store)!r} is read-only ({reason}): a rescore records a new "
+                   f"run in it (--dry-run only reads)")
     new = Rubric.from_yaml(rubric)
-    with Store(_existing_store(store)) as opened:
-        result = rescore(opened, new, run=run, dry_run=dry_run, workers=workers,
-                         max_concurrency=max_concurrency, keep_scores=False,
-                         advantage_method=advantage,
-                         output=sys.stdout if output == "-" else output)
-    report = err_console if output == "-" else console
+    with Store(store, read_only=True if dry_run else None) as opened:
+        if output == "-" and not dry_run:
+            with results_on_stdout() as results:
+                result = rescore(opened, new, run=run, dry_run=dry_run, workers=workers,
+                                 max_concurrency=max_concurrency, keep_scores=False,
+                                 advantage_method=advantage, output=results)
+        else:
+            result = rescore(opened, new, run=run, dry_run=dry_run, workers=workers,
+                             max_concurrency=max_concurrency, keep_scores=False,
+                             advantage_method=advantage, output=output)
+    summary = result.summary
+    check = None if summary is None else ErrorRateCheck.of(summary, max_error_rate)
     if as_json:
-        report.print_json(json.dumps(result.to_dict()))
+        document = result.to_dict()
+        if check is not None:
+            document["check"] = check.to_dict()
+        write_json(document, json_stream(output))
     elif not quiet:
+        report = err_console if output == "-" else console
         render_plan(result.plan, report)
         _render_result(result, report)
-    summary = result.summary
-    if summary is not None and summary.error_rate > max_error_rate:
-        err_console.print(f"[red]{summary.failed} of {summary.rollouts} rollouts errored or "
-                          f"timed out ({summary.error_rate:.1%} > --max-error-rate "
-                          f"{max_error_rate:.1%})[/]")
+    if check is not None and not check.passed:
+        if not as_json:
+            err_console.print(f"[red]{check.message}[/]")
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -119,7 +136,7 @@ def runs_command(
 
     Example: rewardsmith runs --store run.db
     """
-    with Store(_existing_store(store)) as opened:
+    with Store(_existing_store(store), read_only=True) as opened:
         runs = opened.runs()
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in runs], indent=2))
@@ -152,6 +169,12 @@ def import_scores_command(
 
     Example: rewardsmith import-scores scored.jsonl --rollouts rollouts.jsonl -r v1.yaml
     """
+    refuse_output_over_input(store, [("the scored file", scored), ("the rubric", rubric),
+                                     ("the rollouts file", rollouts)])
+    reason = read_only_reason(store)
+    if reason is not None:
+        raise fail(f"the store {str(store)!r} is read-only ({reason}): importing writes a run "
+                   f"into it")
     result = import_scores(store, scored, Rubric.from_yaml(rubric), rollouts=rollouts)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))

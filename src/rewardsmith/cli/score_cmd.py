@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import IO
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+from ..files.atomic import atomic_text
+from ..files.paths import refuse_output_over_input
 from ..rubric import Rubric
 from ..scoring import ScoreJob, ScoreResult
+from ..sqlite_setup import read_only_reason
 from ..store import DEFAULT_STORE_PATH
 from ..tabular import is_parquet, write_scores_any
+from ..types import Rollout
 from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors
+from .gate import ErrorRateCheck
 from .render import render_summary
+from .streams import json_stream, results_on_stdout, write_json
 
 
 def load_rubric(rubric: Path | None, reward: str | None, params: list[str] | None) -> Rubric:
@@ -61,8 +65,8 @@ def _progress(enabled: bool) -> Iterator[Progress | None]:
         yield bar
 
 
-def run_score_job(job: ScoreJob, rollouts: Path, output: IO[str] | None,
-                  show_progress: bool) -> ScoreResult:
+def run_score_job(job: ScoreJob, source: Path, rollouts: list[Rollout], bad_lines: list[str],
+                  output: IO[str] | None, show_progress: bool) -> ScoreResult:
     with _progress(show_progress) as bar:
         task = bar.add_task("scoring", total=None) if bar is not None else None
 
@@ -70,7 +74,8 @@ def run_score_job(job: ScoreJob, rollouts: Path, output: IO[str] | None,
             if bar is not None and task is not None:
                 bar.update(task, completed=done, total=total)
 
-        return job.run(rollouts, output, progress=progress)
+        return job.run_rollouts(rollouts, output, progress=progress, bad_lines=bad_lines,
+                                source=str(source))
 
 
 @app.command("score")
@@ -104,7 +109,10 @@ def score(
                                        "arithmetic (default: every trainer rewardsmith emulates)."),
     advantage: str = typer.Option("grpo", "--advantage",
                                   help="The advantage column: grpo, dr_grpo or rloo."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    allow_empty: bool = typer.Option(False, "--allow-empty", help="Accept an input file "
+                                     "without rollouts (otherwise an error, exit 2)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON "
+                                 "document: on stdout, or on stderr with -o -."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no summary."),
 ) -> None:
     """Score rollouts with a rubric and print a summary.
@@ -113,30 +121,45 @@ def score(
     """
     if on_bad_line not in ("fail", "skip"):
         raise fail(f"--on-bad-line must be 'fail' or 'skip', not {on_bad_line!r}")
+    refuse_output_over_input(output, [("the rollouts file", rollouts), ("the rubric", rubric),
+                                      ("the store", None if no_store else store)])
+    if not no_store:
+        refuse_output_over_input(store, [("the rollouts file", rollouts), ("the rubric", rubric)])
+        reason = read_only_reason(store)
+        if reason is not None:
+            raise fail(f"the store {str(store)!r} is read-only ({reason}): give a writable "
+                       f"--store, or --no-store")
     chosen = load_rubric(rubric, reward, param)
     job = ScoreJob(chosen, workers=workers, max_concurrency=max_concurrency,
                    on_bad_line=on_bad_line, keep_scores=is_parquet(output),  # type: ignore[arg-type]
                    trainer=_trainer_name(trainer), advantage_method=_method_name(advantage),
                    store=None if no_store else str(store))
+    items, bad_lines = job.read(rollouts)
+    if not items and not bad_lines and not allow_empty:
+        raise fail(f"{str(rollouts)!r} holds no rollouts (an empty file); pass --allow-empty "
+                   f"to score it anyway")
     show_progress = not quiet and err_console.is_terminal
+
+    def run(handle: IO[str] | None) -> ScoreResult:
+        return run_score_job(job, rollouts, items, bad_lines, handle, show_progress)
+
     if is_parquet(output):
-        result = run_score_job(job, rollouts, None, show_progress)
-        write_scores_any(output, result.scores)
+        result = run(None)
+        write_scores_any(output, result.scores)  # replaced atomically
     elif output == "-":
-        result = run_score_job(job, rollouts, sys.stdout, show_progress)
+        with results_on_stdout() as results:
+            result = run(results)
     else:
-        try:
-            handle = open(output, "w", encoding="utf-8")  # noqa: SIM115
-        except OSError as exc:
-            raise fail(f"cannot write {output!r}: {exc.strerror or exc}") from None
-        with handle:
-            result = run_score_job(job, rollouts, handle, show_progress)
-    _report(result, as_json=as_json, quiet=quiet, target=err_console)
-    if result.summary.error_rate > max_error_rate:
-        err_console.print(
-            f"[red]{result.summary.failed} of {result.summary.rollouts} rollouts errored or timed "
-            f"out ({result.summary.error_rate:.1%} > --max-error-rate {max_error_rate:.1%})[/]"
-        )
+        with atomic_text(output) as handle:
+            result = run(handle)
+    check = ErrorRateCheck.of(result.summary, max_error_rate)
+    if as_json:
+        write_json({**result.summary.to_dict(), "check": check.to_dict()}, json_stream(output))
+    elif not quiet:
+        render_summary(result.summary, err_console)
+    if not check.passed:
+        if not as_json:
+            err_console.print(f"[red]{check.message}[/]")
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -152,13 +175,6 @@ def _method_name(name: str) -> str:
     if name not in ("grpo", "dr_grpo", "rloo"):
         raise fail(f"--advantage {name!r}: choose grpo, dr_grpo or rloo")
     return name
-
-
-def _report(result: ScoreResult, *, as_json: bool, quiet: bool, target: Console) -> None:
-    if as_json:
-        target.print_json(json.dumps(result.summary.to_dict()))
-    elif not quiet:
-        render_summary(result.summary, target)
 
 
 @app.command("demo")
@@ -180,12 +196,11 @@ def demo(
         console.print(rubric_path.read_text(encoding="utf-8"), markup=False, highlight=False,
                       soft_wrap=True)
         job = ScoreJob(Rubric.from_yaml(rubric_path), workers=workers)
-        handle = open(output, "w", encoding="utf-8") if output else None  # noqa: SIM115
-        try:
-            result = job.run(rollouts_path, handle)
-        finally:
-            if handle is not None:
-                handle.close()
+        if output:
+            with atomic_text(output) as handle:
+                result = job.run(rollouts_path, handle)
+        else:
+            result = job.run(rollouts_path)
     render_summary(result.summary, console)
     console.print("\nfirst scored rollouts:")
     for score_ in result.scores[:4]:

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import typer
 
-from ..testing import KIND_NAMES, run_reward_tests, write_starter_cases
+from ..testing import KIND_NAMES, TestReport, run_reward_tests, write_starter_cases
 from ..testing.cases import starter_path
 from ._app import app, console, err_console, fail, handle_errors
 from .score_cmd import parse_params
+from .streams import results_on_stdout
 
 __all__ = ["test_reward"]
 
@@ -80,21 +81,27 @@ def test_reward(
     if reward is None:
         raise fail("missing REWARD: a built-in name, module:func, path/file.py:func or a "
                    "rubric .yaml (or --init my_rewards.py for a starter cases file)")
-    report = run_reward_tests(
-        reward,
-        cases=cases,
-        params=parse_params(param or []) or None,
-        timeout=timeout,
-        edges=not no_edges,
-        probes=not no_probes,
-        kinds=kind or None,
-        value_range=_parse_range(value_range) if value_range is not None else None,
-        workers=workers,
-    )
+    def run() -> TestReport:
+        return run_reward_tests(
+            reward,
+            cases=cases,
+            params=parse_params(param or []) or None,
+            timeout=timeout,
+            edges=not no_edges,
+            probes=not no_probes,
+            kinds=kind or None,
+            value_range=_parse_range(value_range) if value_range is not None else None,
+            workers=workers,
+        )
+
     if as_json:
-        typer.echo(report.to_json())
-    else:
-        report.render(console, only_failures=failures_only)
-        if not report.passed:
-            err_console.print(f"[bold red]{len(report.failed)} check(s) failed[/]")
+        # The report is the only thing on stdout: what the reward prints goes to stderr.
+        with results_on_stdout() as out:
+            report = run()
+            out.write(report.to_json().rstrip("\n") + "\n")
+        raise typer.Exit(report.exit_code)
+    report = run()
+    report.render(console, only_failures=failures_only)
+    if not report.passed:
+        err_console.print(f"[bold red]{len(report.failed)} check(s) failed[/]")
     raise typer.Exit(report.exit_code)
