@@ -243,6 +243,11 @@ def test_trl_warns_once_about_a_split_group_and_per_component_normalization() ->
         # one function (per_component=False) is not changed by per-function normalization
         FakeTrainer(2, "normalize_then_sum")._calculate_rewards(
             trl_reward_funcs(per_component=False), ["a", "a"], ["#### 7"] * 2)
+        # evaluation batches are grouped by num_generations_eval
+        evaluating = FakeTrainer(4, "sum_then_normalize")
+        evaluating.num_generations_eval = 2  # type: ignore[attr-defined]
+        evaluating.model = types.SimpleNamespace(training=False)  # type: ignore[attr-defined]
+        evaluating._calculate_rewards(trl_reward_funcs(), ["a", "a", "b", "b"], ["#### 7"] * 4)
 
 
 # --- the /slime route: optional fields a client may send ------------------------------------

@@ -136,13 +136,15 @@ class _BatchScores:
             self._key, self._scored = key, scored
             return scored
 
-
     def _check_trainer(self, groups: Sequence[str]) -> None:
         """Warn once each about a split group and about per-component normalization."""
         trainer = _calling_trainer()
         if trainer is None:
             return
-        expected = getattr(trainer, "num_generations", None)
+        # TRL groups evaluation batches by num_generations_eval.
+        training = getattr(getattr(trainer, "model", None), "training", True)
+        expected = getattr(trainer, "num_generations" if training else "num_generations_eval",
+                           None)
         sizes = [len(run) for run in _runs(groups)]
         edges = {sizes[0], sizes[-1]} if sizes else set()
         if (isinstance(expected, int) and "split" not in self._warned
@@ -179,7 +181,8 @@ def _calling_trainer() -> Any:
     """The ``GRPOTrainer`` whose ``_calculate_rewards`` called the reward function, if any.
 
     TRL hands reward functions no config, so its settings are read from the caller's ``self``;
-    only two plain attributes are read, and anything else yields None.
+    only plain attributes are read (``num_generations``, ``multi_objective_aggregation``,
+    ``model.training``), and anything else yields None.
     """
     frame = inspect.currentframe()
     try:
