@@ -27,12 +27,11 @@ import select
 import signal
 import sys
 import time
-import traceback
 from importlib import import_module
 from typing import Any
 
 # Warm the modules solutions import most: each test's fork then shares them.
-for _name in ("bisect", "collections", "functools", "heapq", "itertools", "re", "string"):
+for _name in ("bisect", "collections", "functools", "heapq", "itertools", "re"):
     import_module(_name)
 
 _IS_INIT = os.getpid() == 1
@@ -187,6 +186,8 @@ def _python_child(program: Any, test: dict[str, Any], entry: dict[str, Any]) -> 
         code = exc.code if isinstance(exc.code, int) and exc.code != 0 else 1
     except BaseException:  # the program's error: its traceback is the test's stderr
         try:
+            import traceback  # only on failure: it costs start-up time otherwise
+
             traceback.print_exc()
             sys.stderr.flush()
         except BaseException:
@@ -372,6 +373,8 @@ def _compile_python(source: str) -> tuple[Any, str | None]:
     try:
         return compile(source, "<program>", "exec"), None
     except (SyntaxError, ValueError) as exc:
+        import traceback
+
         return None, "".join(traceback.format_exception_only(type(exc), exc))
 
 

@@ -77,7 +77,7 @@ class BubblewrapSandbox:
             "--proc", "/proc", "--dev", "/dev",
             "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp",
             "--remount-ro", "/", "--chdir", "/tmp",
-            runtime.python, "-I", "-c", harness_source(),
+            runtime.python, "-I", "-S", "-c", harness_source(),
         ]
         return args
 

@@ -29,7 +29,7 @@ class Unsandboxed:
         runtime = find_runtime(job.language)
         work = tempfile.mkdtemp(prefix="rewardsmith-code-")
         try:
-            argv = ["/usr/bin/env", "-C", work, runtime.python, "-I", "-c", harness_source()]
+            argv = ["/usr/bin/env", "-C", work, runtime.python, "-I", "-S", "-c", harness_source()]
             return run_harness(argv, job, runtime.extra, what="the unsandboxed runner")
         finally:
             shutil.rmtree(work, ignore_errors=True)

@@ -91,7 +91,8 @@ _VERIFIERS: dict[str, tuple[Answers, str]] = {
 _FORMATS = ("marker", "think", "length", "pattern")
 # Instruction-following and structured output (see structured_kinds).
 _STRUCTURED = ("ifeval", "json-schema", "json-match", "tool-call")
-KIND_NAMES: tuple[str, ...] = (*_VERIFIERS, *_FORMATS, *_STRUCTURED)
+_CODE = ("code",)  # programs run against tests (see code_kinds)
+KIND_NAMES: tuple[str, ...] = (*_VERIFIERS, *_FORMATS, *_STRUCTURED, *_CODE)
 # What the harness tries on a reward it knows nothing about (a user's function).
 DETECTABLE_KINDS: tuple[str, ...] = (*_VERIFIERS, "think")
 
@@ -134,6 +135,7 @@ class Kind:
     marker: str = "####"
     marker_max: int = 1
     tag: str = "think"
+    language: str = ""  # code kinds: the program's language
 
     def shown(self, value: str) -> str:
         """A value as it is written in this kind's slot ((B) for a letter outside a box)."""
@@ -185,6 +187,10 @@ def make_kind(name: str, params: Mapping[str, Any] | None = None,
         from .structured_kinds import structured_kind
 
         return structured_kind(name)
+    if name in _CODE:
+        from .code_kinds import code_kind
+
+        return code_kind(dict(params))
     work = NUMBER.work(NUMBER.label)
     stated = "The answer is 42."
     common: dict[str, Any] = {"description": _DESCRIPTIONS.get(name, name),

@@ -38,6 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 from .checks import Check, make_rollout
+from .code_kinds import CODE_KINDS, code_probes
 from .kinds import NUMBER, Kind, filler
 from .structured_kinds import STRUCTURED_KINDS, structured_probes
 
@@ -68,6 +69,9 @@ def probe_checks(kind: Kind) -> list[Check]:
             add(f"tag soup: {name}", completion)
     elif kind.name in STRUCTURED_KINDS:
         for name, completion, answer, prompt in structured_probes(kind):
+            add(name, completion, prompt=prompt, answer=answer)
+    elif kind.name in CODE_KINDS:
+        for name, completion, answer, prompt in code_probes(kind):
             add(name, completion, prompt=prompt, answer=answer)
     elif kind.name == "length":
         answer = "The answer is 42."

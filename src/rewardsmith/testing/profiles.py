@@ -17,6 +17,7 @@ length                    length             [-1, 0]   (max_length 4096, buffer 
 ifeval                    ifeval             [0, 1]
 json_schema, json_match   json-schema, ...   [0, 1]
 tool_call                 tool-call          [0, 1]
+code                      code               [0, 1]    (language python by default)
 ========================  =================  ========  ==========================================
 
 A built-in not listed here is a verifier in [0, 1] or a rule of unknown range, and its kinds are
@@ -66,6 +67,7 @@ _PROFILES: dict[str, Profile] = {
     "json_schema": Profile(("json-schema",), UNIT),
     "json_match": Profile(("json-match",), UNIT),
     "tool_call": Profile(("tool-call",), UNIT),
+    "code": Profile(("code",), UNIT),
 }
 
 _BOXED_KIND = {"number": "number-boxed", "number-marker": "number-boxed", "text": "text-boxed",

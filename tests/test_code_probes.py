@@ -1,0 +1,53 @@
+"""``rewardsmith test`` on code rewards: calibration, edge cases and cheat probes pass."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from rewardsmith.sandbox import SandboxUnavailable, get_sandbox
+from rewardsmith.testing import run_reward_tests
+from rewardsmith.testing.code_kinds import code_kind, code_probes
+
+
+@pytest.fixture(scope="module", autouse=True)
+def real_sandbox() -> None:
+    try:
+        get_sandbox("bubblewrap").check("python")
+    except SandboxUnavailable as exc:
+        pytest.skip(f"no sandbox on this machine: {exc}")
+
+
+def test_python_code_reward_passes_every_check_and_probe() -> None:
+    report = run_reward_tests("code", workers=2)
+    assert report.kinds == ["code"]
+    assert report.passed, [(r.name, r.failures, r.got) for r in report.failed]
+    probes = {r.name for r in report.rows if r.section == "probe"}
+    for cheat in ("exits before the asserts run", "an object equal to everything, against calls",
+                  "builtins and assert monkeypatched", "kill every process, then a guess",
+                  "the expected outputs looked up in the files it can see",
+                  "a daemon that answers after the test"):
+        assert f"probe: {cheat}" in probes or cheat in probes, sorted(probes)
+    calibration = {r.name: r.value for r in report.rows if r.section == "calibration"}
+    assert calibration["code: a correct answer"] == 1.0
+    assert calibration["code: a wrong answer"] is not None
+    assert calibration["code: a wrong answer"] < 1.0
+
+
+def test_each_language_has_its_own_probes() -> None:
+    for language in ("python", "cpp", "javascript"):
+        kind = code_kind({"language": language})
+        assert kind.language == language and f"```{language}" in kind.correct
+        names = [name for name, *_ in code_probes(kind)]
+        assert "exits before its output" in names and len(names) == len(set(names))
+    assert code_kind({"language": "fortran"}).language == "python"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("language", ["cpp", "javascript"])
+def test_other_languages_pass_every_check(language: str) -> None:
+    if shutil.which({"cpp": "g++", "javascript": "node"}[language]) is None:
+        pytest.skip(f"no toolchain for {language}")
+    report = run_reward_tests("code", params={"language": language}, workers=2)
+    assert report.passed, [(r.name, r.failures, r.got) for r in report.failed]
