@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from ..store import DEFAULT_STORE_PATH, Store
 from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors
 from .gate import ErrorRateCheck
 from .render import render_summary
-from .streams import json_stream, results_on_stdout, write_json
+from .streams import results_on_stdout, write_json
 
 STORE_HELP = "The store file (SQLite) written by 'rewardsmith score --store'."
 
@@ -91,24 +93,21 @@ def rescore_command(
         raise fail(f"the store {str(store)!r} is read-only ({reason}): a rescore records a new "
                    f"run in it (--dry-run only reads)")
     new = Rubric.from_yaml(rubric)
-    with Store(store, read_only=True if dry_run else None) as opened:
-        if output == "-" and not dry_run:
-            with results_on_stdout() as results:
-                result = rescore(opened, new, run=run, dry_run=dry_run, workers=workers,
-                                 max_concurrency=max_concurrency, keep_scores=False,
-                                 advantage_method=advantage, output=results)
-        else:
-            result = rescore(opened, new, run=run, dry_run=dry_run, workers=workers,
-                             max_concurrency=max_concurrency, keep_scores=False,
-                             advantage_method=advantage, output=output)
-    summary = result.summary
-    check = None if summary is None else ErrorRateCheck.of(summary, max_error_rate)
-    if as_json:
-        document = result.to_dict()
-        if check is not None:
-            document["check"] = check.to_dict()
-        write_json(document, json_stream(output))
-    elif not quiet:
+    guard_stdout = output == "-" or as_json
+    with Store(store, read_only=True if dry_run else None) as opened, \
+            results_on_stdout() if guard_stdout else contextlib.nullcontext(sys.stdout) as stdout:
+        result = rescore(opened, new, run=run, dry_run=dry_run, workers=workers,
+                         max_concurrency=max_concurrency, keep_scores=False,
+                         advantage_method=advantage,
+                         output=stdout if output == "-" and not dry_run else output)
+        summary = result.summary
+        check = None if summary is None else ErrorRateCheck.of(summary, max_error_rate)
+        if as_json:
+            document = result.to_dict()
+            if check is not None:
+                document["check"] = check.to_dict()
+            write_json(document, sys.stderr if output == "-" else stdout)
+    if not as_json and not quiet:
         report = err_console if output == "-" else console
         render_plan(result.plan, report)
         _render_result(result, report)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -23,7 +24,7 @@ from ..types import Rollout
 from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors
 from .gate import ErrorRateCheck
 from .render import render_summary
-from .streams import json_stream, results_on_stdout, write_json
+from .streams import results_on_stdout, write_json
 
 
 def load_rubric(rubric: Path | None, reward: str | None, params: list[str] | None) -> Rubric:
@@ -143,19 +144,23 @@ def score(
     def run(handle: IO[str] | None) -> ScoreResult:
         return run_score_job(job, rollouts, items, bad_lines, handle, show_progress)
 
-    if is_parquet(output):
-        result = run(None)
-        write_scores_any(output, result.scores)  # replaced atomically
-    elif output == "-":
-        with results_on_stdout() as results:
-            result = run(results)
-    else:
-        with atomic_text(output) as handle:
-            result = run(handle)
-    check = ErrorRateCheck.of(result.summary, max_error_rate)
-    if as_json:
-        write_json({**result.summary.to_dict(), "check": check.to_dict()}, json_stream(output))
-    elif not quiet:
+    # stdout carries results (the scored lines, or the --json document): anything else the run
+    # prints goes to stderr meanwhile.
+    guard_stdout = output == "-" or as_json
+    with results_on_stdout() if guard_stdout else contextlib.nullcontext(sys.stdout) as stdout:
+        if is_parquet(output):
+            result = run(None)
+            write_scores_any(output, result.scores)  # replaced atomically
+        elif output == "-":
+            result = run(stdout)
+        else:
+            with atomic_text(output) as handle:
+                result = run(handle)
+        check = ErrorRateCheck.of(result.summary, max_error_rate)
+        if as_json:
+            document = {**result.summary.to_dict(), "check": check.to_dict()}
+            write_json(document, sys.stderr if output == "-" else stdout)
+    if not as_json and not quiet:
         render_summary(result.summary, err_console)
     if not check.passed:
         if not as_json:

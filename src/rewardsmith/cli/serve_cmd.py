@@ -38,7 +38,10 @@ def serve(
                                           help="Seconds one request may take (504 past it)."),
     graceful_timeout: float = typer.Option(30.0, "--graceful-timeout", min=0.001,
                                            help="On SIGTERM, seconds to let requests in "
-                                           "flight finish."),
+                                           "flight finish (503 with Retry-After after)."),
+    read_timeout: float = typer.Option(30.0, "--read-timeout", min=0.001,
+                                       help="Seconds a request's headers and body may take "
+                                       "to arrive (408 and closed past it)."),
     access_log: bool = typer.Option(False, "--access-log", help="Log every request."),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ) -> None:
@@ -46,7 +49,7 @@ def serve(
 
     Example: rewardsmith serve --rubric rubric.yaml --port 8000 --token-env REWARD_TOKEN
     """
-    from ..server import ServerConfig, require_server_extra
+    from ..server import ServerConfig, listen, require_server_extra
     from ..server import serve as run_server
 
     require_server_extra()
@@ -60,18 +63,26 @@ def serve(
     config = ServerConfig(chosen, host=host, port=port, token=token, workers=workers,
                           max_batch=max_batch, max_body_bytes=max_body_bytes,
                           queue_limit=queue_limit, request_timeout=request_timeout,
-                          graceful_timeout=graceful_timeout, log_level=log_level)
+                          graceful_timeout=graceful_timeout, read_timeout=read_timeout,
+                          log_level=log_level)
+    sockets = listen(host, port)  # a port in use: exit 2 here, before anything starts
     from ..engine import Engine
 
-    engine = Engine(chosen, workers=workers)
     try:
-        engine.check()  # judges and other evaluators fail here, before the port opens
+        engine = Engine(chosen, workers=workers)
+        try:
+            engine.check()  # judges and other evaluators fail here, before anything is served
+        except BaseException:
+            engine.close()
+            raise
     except BaseException:
-        engine.close()
+        for sock in sockets:
+            sock.close()
         raise
     if host not in ("127.0.0.1", "localhost", "::1") and token is None:
         err_console.print(f"[yellow]warning:[/] listening on {host} without --token-env: "
                           "anyone who can reach this port can score with your rubric")
+    bound = sockets[0].getsockname()[1]  # the real port when --port 0
     err_console.print(f"serving rubric {chosen.name!r} ({', '.join(chosen.names)}) on "
-                      f"http://{host}:{port}  (docs: /docs, metrics: /metrics)")
-    run_server(config, engine, access_log=access_log)
+                      f"http://{host}:{bound}  (docs: /docs, metrics: /metrics)")
+    run_server(config, engine, access_log=access_log, sockets=sockets)
