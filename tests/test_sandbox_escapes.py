@@ -365,3 +365,29 @@ def test_a_run_of_escapes_scores_every_rollout() -> None:
     scores = score_rollouts(rubric, rollouts, workers=1)
     assert [s.status.value for s in scores] == ["ok"] * 5
     assert [s.reward for s in scores] == [0.0, 0.0, 0.0, 0.0, 1.0]
+
+
+def test_a_program_written_against_the_runner_cannot_forge_a_script_pass() -> None:
+    # Script tests (asserts that are not 'expression == literal') run in a process the
+    # program never runs in; the program answers calls from a separate, fresh process.
+    forge = ("import gc, os, sys\n"
+             "for fd in range(3, 64):\n"
+             "    try:\n"
+             "        os.write(fd, b'done')\n"
+             "    except OSError:\n"
+             "        pass\n"
+             "leaked = [o for o in gc.get_objects() if isinstance(o, str) and 'assert' in o]\n"
+             "def double(x):\n"
+             "    return len(leaked) + 99\n"
+             "os._exit(0)\n")
+    loop_check = {"test": "def check(candidate):\n    for x in range(3):\n"
+                          "        assert candidate(x) == 2 * x\n", "entry_point": "double"}
+    assert_no_credit(run(forge, loop_check))
+    assert_no_credit(run(forge.replace("os._exit(0)\n", ""), loop_check))
+    patcher = ("import builtins, sys\n"
+               "builtins.range = lambda *a: []\n"
+               "sys.settrace(lambda *a: None)\n"
+               "def double(x):\n    return -1\n")
+    assert_no_credit(run(patcher, loop_check))
+    honest = "def double(x):\n    return 2 * x\n"
+    assert run(honest, loop_check)["reward"] == 1.0

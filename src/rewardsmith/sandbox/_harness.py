@@ -168,18 +168,14 @@ def _python_child(program: Any, test: dict[str, Any], entry: dict[str, Any]) -> 
             sys.stdout.flush()
             _exit(0)
         _clean_interpreter()
-        if kind == "script":
-            _run_script(test, namespace, entry)
-            _write(3, b"done")
-        else:
-            value = _call_value(test, namespace, entry)
-            try:
-                encode = _typed if kind == "expr" else _plain
-                data = json.dumps({"value": encode(value)}, allow_nan=False).encode()
-            except _Unencodable as exc:
-                data = json.dumps({"unencodable": str(exc)}).encode()
-            while data:
-                data = data[_write(3, data):]
+        value = _call_value(test, namespace, entry)
+        try:
+            encode = _typed if kind == "expr" else _plain
+            data = json.dumps({"value": encode(value)}, allow_nan=False).encode()
+        except _Unencodable as exc:
+            data = json.dumps({"unencodable": str(exc)}).encode()
+        while data:
+            data = data[_write(3, data):]
         sys.stdout.flush()
         code = 0
     except SystemExit as exc:
@@ -216,15 +212,140 @@ def _clean_interpreter() -> None:
     sys.setprofile(None)
 
 
-def _run_script(test: dict[str, Any], namespace: dict[str, Any], entry: dict[str, Any]) -> None:
-    exec(entry["script_code"], namespace)
-    target = test.get("entry")
-    if target:
-        check = namespace.get("check")
-        candidate = namespace.get(target)
-        if not callable(check) or not callable(candidate):
-            raise NameError(f"no check() or no {target!r} to test")
-        check(candidate)
+def _untyped(data: Any, depth: int = 0) -> Any:
+    """The inverse of ``_typed``."""
+    if depth > 210:
+        raise ValueError("nested too deeply")
+    if data is None or _type(data) in (bool, int, float, str):
+        return data
+    if _type(data) is list:
+        return [_untyped(v, depth + 1) for v in data]
+    if _type(data) is dict and len(data) == 1:
+        ((tag, inner),) = data.items()
+        if tag == "f":
+            return float(inner)
+        if tag == "t":
+            return tuple(_untyped(v, depth + 1) for v in inner)
+        if tag == "s":
+            return {_untyped(v, depth + 1) for v in inner}
+        if tag == "d":
+            return {_untyped(k, depth + 1): _untyped(v, depth + 1) for k, v in inner}
+    raise ValueError("not a typed value")
+
+
+class _Lines:
+    """JSON lines over a pair of pipe ends."""
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self.reader = os.fdopen(read_fd, "rb")
+        self.write_fd = write_fd
+
+    def send(self, message: Any) -> None:
+        data = (json.dumps(message, allow_nan=False) + "\n").encode()
+        while data:
+            data = data[_write(self.write_fd, data):]
+
+    def receive(self) -> Any:
+        line = self.reader.readline()
+        if not line:
+            raise RuntimeError("the program ended before answering")
+        return json.loads(line)
+
+
+def _script_runner(source: str, test: dict[str, Any], entry: dict[str, Any]) -> None:
+    """In a forked child that never runs the program: run the test code, calling the program
+    in a separate, freshly started process through plain values; never returns.
+
+    The program cannot reach this process (not dumpable: no ptrace, no /proc/<pid>/mem or
+    fd), so it cannot skip an assert, replace a builtin the test uses, or forge the end.
+    """
+    code = 1
+    try:
+        to_program = os.pipe()
+        from_program = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.dup2(to_program[0], 3)
+                os.dup2(from_program[1], 4)
+                os.closerange(5, 65536)
+                os.set_inheritable(3, True)
+                os.set_inheritable(4, True)
+                argv = [sys.executable, "-I", "-S", "-c", _SOURCE, "serve"]
+                os.execve(argv[0], argv, {"PATH": "/usr/bin:/bin", "HOME": "/tmp",
+                                          "LANG": "C.UTF-8"})
+            finally:
+                _exit(127)
+        os.close(to_program[0])
+        os.close(from_program[1])
+        program = _Lines(from_program[0], to_program[1])
+        program.send({"source": source})
+        ready = program.receive()
+        if "names" not in ready:
+            raise RuntimeError(f"the program did not load: {ready.get('error')}")
+
+        def proxy(name: str) -> Any:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                program.send({"fn": name, "args": _typed(list(args)),
+                              "kwargs": {k: _typed(v) for k, v in kwargs.items()}})
+                reply = program.receive()
+                if "value" in reply:
+                    return _untyped(reply["value"])
+                raised = _BUILTINS.get(str(reply.get("type")))
+                if not (isinstance(raised, type) and issubclass(raised, Exception)):
+                    raised = RuntimeError
+                raise raised(reply.get("error", "the program failed"))
+
+            call.__name__ = name
+            return call
+
+        namespace: dict[str, Any] = {"__name__": "__test__", "__builtins__": builtins}
+        namespace.update({name: proxy(name) for name in ready["names"]})
+        exec(entry["script_code"], namespace)
+        target = test.get("entry")
+        if target:
+            check = namespace.get("check")
+            if not callable(check):
+                raise NameError("the test code defines no check()")
+            check(proxy(target))
+        _write(3, b"done")
+        code = 0
+    except BaseException:
+        try:
+            import traceback
+
+            traceback.print_exc()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+    _exit(code)
+
+
+def _serve() -> None:
+    """The program's side of a script test: load it, then answer calls with plain values."""
+    sys.stdin = open(os.devnull, encoding="utf-8")
+    runner = _Lines(3, 4)
+    source = runner.receive()["source"]
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        exec(compile(source, "<program>", "exec"), namespace)
+    except BaseException as exc:
+        runner.send({"error": f"{_type(exc).__name__}: {exc}"})
+        _exit(1)
+    runner.send({"names": [k for k, v in namespace.items()
+                           if callable(v) and _type(k) is str and not k.startswith("__")]})
+    while True:
+        request = runner.receive()
+        try:
+            func = namespace[request["fn"]]
+            args = _untyped(request["args"])
+            kwargs = {k: _untyped(v) for k, v in request["kwargs"].items()}
+            reply: dict[str, Any] = {"value": _typed(func(*args, **kwargs))}
+        except _Unencodable as exc:
+            reply = {"error": f"the program returned {exc}", "type": "TypeError"}
+        except BaseException as exc:  # the program's error, passed on to the test
+            reply = {"error": str(exc)[:500], "type": _type(exc).__name__}
+        runner.send(reply)
 
 
 def _read_some(fd: int, sink: bytearray, cap: int) -> bool:
@@ -420,6 +541,8 @@ def _start_for(job: dict[str, Any], test: dict[str, Any], built: Any) -> tuple[A
             entry["script_code"] = compile(test["code"], "<test>", "exec")
 
         def start() -> None:
+            if kind == "script":
+                _script_runner(job["source"], test, entry)
             _python_child(built, test, entry)
 
         data = test.get("input", "").encode() if kind == "stdin" else b""
@@ -441,6 +564,16 @@ def _start_for(job: dict[str, Any], test: dict[str, Any], built: Any) -> tuple[A
                          + '\n;require("fs").writeSync(3, "done");\n')
     stdin = json.dumps({"fn": test.get("fn"), "args": test.get("args", [])}).encode()
     return _exec_start([node, memory_flag, path]), stdin
+
+
+def _own_source() -> str:
+    # Started as ``python -c <this text>``: the text is the argument after -c.
+    with open("/proc/self/cmdline", "rb") as handle:
+        args = handle.read().split(b"\0")
+    return args[args.index(b"-c") + 1].decode() if b"-c" in args else ""
+
+
+_SOURCE = _own_source()
 
 
 def main() -> None:
@@ -495,6 +628,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["serve"]:
+        try:
+            _serve()
+        except BaseException:
+            _exit(1)
+        _exit(0)
     try:
         main()
     except BaseException as exc:  # the harness itself failed: say why, for the host's error
