@@ -16,6 +16,8 @@ that TRL calls the functions as the adapter expects, that the groups rewardsmith
 with the rubric (weighted sum of the components), and that the rubric's own engine gives the same
 rewards for the recorded completions. One prompt has an unreadable reference answer, so its
 completions are masked (None from every function) and the NaN path of TRL is exercised too.
+A last one-step run with ``multi_objective_aggregation="normalize_then_sum"`` checks that the
+adapter reads that setting from the trainer calling it and warns once.
 
 Exit status: 0 when every check passes, 1 otherwise.
 """
@@ -187,7 +189,8 @@ class LogCatcher:
 
 
 def run_grpo(funcs: Any, recorder: Recorder, tokenizer: Any, model: Any, dataset: Any,
-             out_dir: str, steps: int, seed: int) -> LogCatcher:
+             out_dir: str, steps: int, seed: int,
+             aggregation: str = "sum_then_normalize") -> LogCatcher:
     from trl import GRPOConfig, GRPOTrainer
 
     wrapped = [recorder.wrap(f) for f in funcs]
@@ -197,6 +200,7 @@ def run_grpo(funcs: Any, recorder: Recorder, tokenizer: Any, model: Any, dataset
         max_completion_length=MAX_COMPLETION_LENGTH, max_steps=steps, logging_steps=1,
         report_to=[], use_cpu=True, bf16=False, fp16=False, seed=seed, learning_rate=1e-4,
         save_strategy="no", disable_tqdm=True, temperature=1.0, dataloader_num_workers=0,
+        multi_objective_aggregation=aggregation,
     )
     catcher = LogCatcher()
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=wrapped,
@@ -439,6 +443,18 @@ def main() -> int:
     checks.append(("total vs per-component: same logged reward on steps with the same completions",
                    all(close(a, b) for a, b in pairs),
                    f"{len(pairs)} step(s) compared: {pairs}"))
+
+    # 3. normalize_then_sum with per-component functions: the adapter must say it changes training
+    model.load_state_dict(base_state)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_grpo(trl_reward_funcs(rubric), Recorder(), tokenizer, model, dataset,
+                 f"{opts.out_dir}/normalize_then_sum", 1, opts.seed,
+                 aggregation="normalize_then_sum")
+    said = [str(w.message) for w in caught if "normalize_then_sum" in str(w.message)
+            and issubclass(w.category, UserWarning)]
+    checks.append(("normalize_then_sum: the adapter found the trainer's setting and warned once",
+                   len(said) == 1, f"{len(said)} warning(s)"))
 
     # ---- report
     print("\nTRL passed these keyword arguments (first call): name: type, length, element type")
