@@ -225,3 +225,29 @@ def test_rubric_refuses_bad_params_and_a_sandbox_that_cannot_start() -> None:
                                                "params": {"sandbox": "docker"}}}})
     rubric = Rubric.from_dict({"components": {"c": {"reward": "code"}}})
     assert rubric.components[0].timeout is not None and rubric.components[0].timeout >= 60
+
+
+def test_from_the_command_line(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    rubric = Path(tmp_path) / "rubric.yaml"
+    rubric.write_text("name: code-v1\ncomponents:\n"
+                      "  tests: {reward: code, params: {time_limit: 2}}\n")
+    rollouts = Path(tmp_path) / "rollouts.jsonl"
+    rows = [{"id": "right", "group": "g", "prompt": "sum",
+             "completion": fenced("python", "print(sum(map(int, input().split())))"),
+             "answer": json.dumps(SUM_IO)},
+            {"id": "loops", "group": "g", "prompt": "sum",
+             "completion": fenced("python", "while True:\n    pass"), "answer": SUM_IO}]
+    rollouts.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = Path(tmp_path) / "scored.jsonl"
+    done = subprocess.run([sys.executable, "-m", "rewardsmith", "score", str(rollouts),
+                           "--rubric", str(rubric), "-o", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    scored = {s["id"]: s for s in map(json.loads, out.read_text().splitlines())}
+    assert scored["right"]["reward"] == 1.0 and scored["right"]["status"] == "ok"
+    assert scored["loops"]["reward"] == 0.0
+    assert scored["loops"]["metrics"]["tests.timeouts"] == 1.0
