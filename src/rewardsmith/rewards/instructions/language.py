@@ -179,7 +179,8 @@ def _detector_class() -> Any:
             if not found:
                 raise LangDetectException(ErrorCode.CantDetectError, "No features in text.")
             if len(found).bit_length() > 32 or self.prior_map is not None:
-                return super()._detect_block()  # past what the block reader mirrors
+                super()._detect_block()  # past what the block reader mirrors
+                return
             distinct = list(dict.fromkeys(found))
             place = {gram: i for i, gram in enumerate(distinct)}
             where = np.array([place[gram] for gram in found], dtype=np.intp)
@@ -207,7 +208,6 @@ def _detector_class() -> Any:
                 stream.skip(int(used_words[done - 1]))
                 total += prob / self.n_trial
             self.langprob = total.tolist()
-            return None
 
     return ArrayDetector
 
