@@ -1,7 +1,8 @@
 """The test runner that executes inside the sandbox (standard library only, never imported).
 
-The host starts it as ``python3 -I -c <this file's text>`` inside the sandbox and sends one
-JSON job on stdin: the program, its language, the tests and the limits. It compiles the
+The host starts it as ``python3 -I -S -c <text>`` inside the sandbox, the text being
+``_harness_values.py``, ``_harness_python.py`` and this file joined (``# inlined`` imports
+dropped), and sends one JSON job on stdin: the program, its language, the tests and the limits. It compiles the
 program once, then runs each test in a fresh child process (a fork of itself for Python, an
 ``exec`` of the compiled binary or of ``node`` otherwise) with resource limits, a wall-clock
 deadline and capped output, and writes one JSON line per event on stdout.
@@ -17,7 +18,6 @@ test, so nothing the program starts outlives its test.
 
 from __future__ import annotations
 
-import builtins
 import ctypes
 import json
 import math
@@ -30,6 +30,9 @@ import time
 from importlib import import_module
 from typing import Any
 
+from ._harness_python import _python_child, _script_runner, _serve  # inlined
+from ._harness_values import _exit, _write  # inlined
+
 # Warm the modules solutions import most: each test's fork then shares them.
 for _name in ("bisect", "collections", "functools", "heapq", "itertools", "re"):
     import_module(_name)
@@ -40,12 +43,6 @@ _IS_INIT = os.getpid() == 1
 _WORK = "/tmp/rs-work" if _IS_INIT else os.getcwd()
 _STDERR_KEEP = 2000
 _VALUE_CAP = 1 << 20
-_EXACT = (type(None), bool, int, str)
-_BUILTINS = dict(builtins.__dict__)
-_exit = os._exit
-_write = os.write
-_type = type
-_isfinite = math.isfinite
 
 
 def _emit(event: dict[str, Any]) -> None:
@@ -61,58 +58,6 @@ def _undumpable() -> None:
         libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     except (OSError, AttributeError):
         pass
-
-
-class _Unencodable(Exception):
-    pass
-
-
-def _plain(value: Any, depth: int = 0) -> Any:
-    """``value`` as JSON of exact built-in types (tuples and sets as lists); else refused."""
-    if depth > 200:
-        raise _Unencodable("nested too deeply")
-    kind = _type(value)
-    if kind in _EXACT:
-        return value
-    if kind is float:
-        return value if _isfinite(value) else {"__float__": repr(value)}
-    if kind is list or kind is tuple:
-        return [_plain(v, depth + 1) for v in value]
-    if kind is dict:
-        out = {}
-        for key, item in value.items():
-            if _type(key) is not str:
-                raise _Unencodable(f"a dict key of type {_type(key).__name__}")
-            out[key] = _plain(item, depth + 1)
-        return out
-    if kind is set or kind is frozenset:
-        items = [_plain(v, depth + 1) for v in value]
-        try:
-            return sorted(items)
-        except TypeError as exc:
-            raise _Unencodable("a set of unorderable values") from exc
-    raise _Unencodable(f"a value of type {kind.__name__}")
-
-
-def _typed(value: Any, depth: int = 0) -> Any:
-    """``value`` with its exact built-in types kept: lists as lists, every other container
-    tagged ({"t": tuple}, {"s": set}, {"d": dict pairs}, {"f": non-finite float})."""
-    if depth > 200:
-        raise _Unencodable("nested too deeply")
-    kind = _type(value)
-    if kind in _EXACT:
-        return value
-    if kind is float:
-        return value if _isfinite(value) else {"f": repr(value)}
-    if kind is list:
-        return [_typed(v, depth + 1) for v in value]
-    if kind is tuple:
-        return {"t": [_typed(v, depth + 1) for v in value]}
-    if kind is set or kind is frozenset:
-        return {"s": [_typed(v, depth + 1) for v in value]}
-    if kind is dict:
-        return {"d": [[_typed(k, depth + 1), _typed(v, depth + 1)] for k, v in value.items()]}
-    raise _Unencodable(f"a value of type {kind.__name__}")
 
 
 def _set_limits(limits: dict[str, Any], *, memory_mb: int, cpu_s: int) -> None:
@@ -145,207 +90,6 @@ def _child_fds(stdin_fd: int, out_w: int, err_w: int, value_w: int | None) -> No
     os.closerange(3 if value_w is None else 4, 65536)
     for fd in (0, 1, 2, 3) if value_w is not None else (0, 1, 2):
         os.set_inheritable(fd, True)
-
-
-def _python_child(program: Any, test: dict[str, Any], entry: dict[str, Any]) -> None:
-    """In the forked child: run the program (and the test's call) and exit; never returns."""
-    code = 0
-    try:
-        sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)
-        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
-        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
-        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-        kind = test["kind"]
-        try:
-            exec(program, namespace)
-        except SystemExit as exc:
-            if kind != "stdin":  # exited before the test ran: no value, no pass
-                raise
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            sys.stdout.flush()
-            _exit(code)
-        if kind == "stdin":
-            sys.stdout.flush()
-            _exit(0)
-        _clean_interpreter()
-        value = _call_value(test, namespace, entry)
-        try:
-            encode = _typed if kind == "expr" else _plain
-            data = json.dumps({"value": encode(value)}, allow_nan=False).encode()
-        except _Unencodable as exc:
-            data = json.dumps({"unencodable": str(exc)}).encode()
-        while data:
-            data = data[_write(3, data):]
-        sys.stdout.flush()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) and exc.code != 0 else 1
-    except BaseException:  # the program's error: its traceback is the test's stderr
-        try:
-            import traceback  # only on failure: it costs start-up time otherwise
-
-            traceback.print_exc()
-            sys.stderr.flush()
-        except BaseException:
-            pass
-        code = 1
-    _exit(code)
-
-
-def _call_value(test: dict[str, Any], namespace: dict[str, Any], entry: dict[str, Any]) -> Any:
-    if test["kind"] == "expr":
-        return eval(entry["expr_code"], namespace)  # noqa: S307  (test code, in the sandbox)
-    name = test["fn"]
-    func = namespace.get(name)
-    if func is None and "Solution" in namespace:  # LeetCode style: a method of Solution
-        func = getattr(namespace["Solution"](), name, None)
-    if not callable(func):
-        raise NameError(f"the program defines no function {name!r}")
-    return func(*test["args"])
-
-
-def _clean_interpreter() -> None:
-    """Undo what the program may have done to the interpreter before the test part runs."""
-    builtins.__dict__.clear()
-    builtins.__dict__.update(_BUILTINS)
-    sys.settrace(None)
-    sys.setprofile(None)
-
-
-def _untyped(data: Any, depth: int = 0) -> Any:
-    """The inverse of ``_typed``."""
-    if depth > 210:
-        raise ValueError("nested too deeply")
-    if data is None or _type(data) in (bool, int, float, str):
-        return data
-    if _type(data) is list:
-        return [_untyped(v, depth + 1) for v in data]
-    if _type(data) is dict and len(data) == 1:
-        ((tag, inner),) = data.items()
-        if tag == "f":
-            return float(inner)
-        if tag == "t":
-            return tuple(_untyped(v, depth + 1) for v in inner)
-        if tag == "s":
-            return {_untyped(v, depth + 1) for v in inner}
-        if tag == "d":
-            return {_untyped(k, depth + 1): _untyped(v, depth + 1) for k, v in inner}
-    raise ValueError("not a typed value")
-
-
-class _Lines:
-    """JSON lines over a pair of pipe ends."""
-
-    def __init__(self, read_fd: int, write_fd: int) -> None:
-        self.reader = os.fdopen(read_fd, "rb")
-        self.write_fd = write_fd
-
-    def send(self, message: Any) -> None:
-        data = (json.dumps(message, allow_nan=False) + "\n").encode()
-        while data:
-            data = data[_write(self.write_fd, data):]
-
-    def receive(self) -> Any:
-        line = self.reader.readline()
-        if not line:
-            raise RuntimeError("the program ended before answering")
-        return json.loads(line)
-
-
-def _script_runner(source: str, test: dict[str, Any], entry: dict[str, Any]) -> None:
-    """In a forked child that never runs the program: run the test code, calling the program
-    in a separate, freshly started process through plain values; never returns.
-
-    The program cannot reach this process (not dumpable: no ptrace, no /proc/<pid>/mem or
-    fd), so it cannot skip an assert, replace a builtin the test uses, or forge the end.
-    """
-    code = 1
-    try:
-        to_program = os.pipe()
-        from_program = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.dup2(to_program[0], 3)
-                os.dup2(from_program[1], 4)
-                os.closerange(5, 65536)
-                os.set_inheritable(3, True)
-                os.set_inheritable(4, True)
-                argv = [sys.executable, "-I", "-S", "-c", _SOURCE, "serve"]
-                os.execve(argv[0], argv, {"PATH": "/usr/bin:/bin", "HOME": "/tmp",
-                                          "LANG": "C.UTF-8"})
-            finally:
-                _exit(127)
-        os.close(to_program[0])
-        os.close(from_program[1])
-        program = _Lines(from_program[0], to_program[1])
-        program.send({"source": source})
-        ready = program.receive()
-        if "names" not in ready:
-            raise RuntimeError(f"the program did not load: {ready.get('error')}")
-
-        def proxy(name: str) -> Any:
-            def call(*args: Any, **kwargs: Any) -> Any:
-                program.send({"fn": name, "args": _typed(list(args)),
-                              "kwargs": {k: _typed(v) for k, v in kwargs.items()}})
-                reply = program.receive()
-                if "value" in reply:
-                    return _untyped(reply["value"])
-                raised = _BUILTINS.get(str(reply.get("type")))
-                if not (isinstance(raised, type) and issubclass(raised, Exception)):
-                    raised = RuntimeError
-                raise raised(reply.get("error", "the program failed"))
-
-            call.__name__ = name
-            return call
-
-        namespace: dict[str, Any] = {"__name__": "__test__", "__builtins__": builtins}
-        namespace.update({name: proxy(name) for name in ready["names"]})
-        exec(entry["script_code"], namespace)
-        target = test.get("entry")
-        if target:
-            check = namespace.get("check")
-            if not callable(check):
-                raise NameError("the test code defines no check()")
-            check(proxy(target))
-        _write(3, b"done")
-        code = 0
-    except BaseException:
-        try:
-            import traceback
-
-            traceback.print_exc()
-            sys.stderr.flush()
-        except BaseException:
-            pass
-    _exit(code)
-
-
-def _serve() -> None:
-    """The program's side of a script test: load it, then answer calls with plain values."""
-    sys.stdin = open(os.devnull, encoding="utf-8")
-    runner = _Lines(3, 4)
-    source = runner.receive()["source"]
-    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    try:
-        exec(compile(source, "<program>", "exec"), namespace)
-    except BaseException as exc:
-        runner.send({"error": f"{_type(exc).__name__}: {exc}"})
-        _exit(1)
-    runner.send({"names": [k for k, v in namespace.items()
-                           if callable(v) and _type(k) is str and not k.startswith("__")]})
-    while True:
-        request = runner.receive()
-        try:
-            func = namespace[request["fn"]]
-            args = _untyped(request["args"])
-            kwargs = {k: _untyped(v) for k, v in request["kwargs"].items()}
-            reply: dict[str, Any] = {"value": _typed(func(*args, **kwargs))}
-        except _Unencodable as exc:
-            reply = {"error": f"the program returned {exc}", "type": "TypeError"}
-        except BaseException as exc:  # the program's error, passed on to the test
-            reply = {"error": str(exc)[:500], "type": _type(exc).__name__}
-        runner.send(reply)
 
 
 def _read_some(fd: int, sink: bytearray, cap: int) -> bool:
@@ -564,16 +308,6 @@ def _start_for(job: dict[str, Any], test: dict[str, Any], built: Any) -> tuple[A
                          + '\n;require("fs").writeSync(3, "done");\n')
     stdin = json.dumps({"fn": test.get("fn"), "args": test.get("args", [])}).encode()
     return _exec_start([node, memory_flag, path]), stdin
-
-
-def _own_source() -> str:
-    # Started as ``python -c <this text>``: the text is the argument after -c.
-    with open("/proc/self/cmdline", "rb") as handle:
-        args = handle.read().split(b"\0")
-    return args[args.index(b"-c") + 1].decode() if b"-c" in args else ""
-
-
-_SOURCE = _own_source()
 
 
 def main() -> None:

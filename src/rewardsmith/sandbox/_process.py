@@ -20,11 +20,26 @@ __all__ = ["harness_source", "run_harness"]
 _REPORT_OVERHEAD = 64 * 1024  # bytes of report per test beyond the program's own output
 
 
+# The in-sandbox runner, in the order its parts are joined into one text.
+HARNESS_PARTS = ("_harness_values.py", "_harness_python.py", "_harness.py")
+_FUTURE = "from __future__ import annotations"
+
+
 @lru_cache(maxsize=1)
 def harness_source() -> str:
-    """The text of the harness, passed to ``python3 -c`` (so no host file is mounted for it)."""
-    return resources.files(__package__ or "rewardsmith.sandbox").joinpath(
-        "_harness.py").read_text(encoding="utf-8")
+    """The runner's text, passed to ``python3 -c`` (so no host file is mounted for it).
+
+    Its parts import each other for type checkers only: those lines end in ``# inlined`` and
+    are dropped here, as is every ``__future__`` import after the first part's.
+    """
+    folder = resources.files(__package__ or "rewardsmith.sandbox")
+    texts = []
+    for index, name in enumerate(HARNESS_PARTS):
+        lines = folder.joinpath(name).read_text(encoding="utf-8").splitlines()
+        kept = [line for line in lines if not line.rstrip().endswith("# inlined")
+                and not (index > 0 and line.strip() == _FUTURE)]
+        texts.append("\n".join(kept))
+    return "\n\n".join(texts) + "\n"
 
 
 def job_message(job: Job, runtime: dict[str, Any]) -> bytes:

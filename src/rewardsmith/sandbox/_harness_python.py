@@ -1,0 +1,196 @@
+"""Running a Python program's tests: forked children for stdin, call and value tests; for
+script tests, a runner that never runs the program and a fresh interpreter that does.
+
+Part of the in-sandbox runner (see ``_harness.py``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sys
+from typing import Any
+
+from ._harness_values import (  # inlined
+    _BUILTINS,  # inlined
+    _exit,  # inlined
+    _Lines,  # inlined
+    _plain,  # inlined
+    _type,  # inlined
+    _typed,  # inlined
+    _Unencodable,  # inlined
+    _untyped,  # inlined
+    _write,  # inlined
+)  # inlined
+
+
+def _own_source() -> str:
+    # Started as ``python -c <this text>``: the text is the argument after -c.
+    with open("/proc/self/cmdline", "rb") as handle:
+        args = handle.read().split(b"\0")
+    return args[args.index(b"-c") + 1].decode() if b"-c" in args else ""
+
+
+_SOURCE = _own_source()
+
+
+def _python_child(program: Any, test: dict[str, Any], entry: dict[str, Any]) -> None:
+    """In the forked child: run the program (and the test's call) and exit; never returns."""
+    code = 0
+    try:
+        sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        kind = test["kind"]
+        try:
+            exec(program, namespace)
+        except SystemExit as exc:
+            if kind != "stdin":  # exited before the test ran: no value, no pass
+                raise
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            sys.stdout.flush()
+            _exit(code)
+        if kind == "stdin":
+            sys.stdout.flush()
+            _exit(0)
+        _clean_interpreter()
+        value = _call_value(test, namespace, entry)
+        try:
+            encode = _typed if kind == "expr" else _plain
+            data = json.dumps({"value": encode(value)}, allow_nan=False).encode()
+        except _Unencodable as exc:
+            data = json.dumps({"unencodable": str(exc)}).encode()
+        while data:
+            data = data[_write(3, data):]
+        sys.stdout.flush()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) and exc.code != 0 else 1
+    except BaseException:  # the program's error: its traceback is the test's stderr
+        try:
+            import traceback  # only on failure: it costs start-up time otherwise
+
+            traceback.print_exc()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        code = 1
+    _exit(code)
+
+
+def _call_value(test: dict[str, Any], namespace: dict[str, Any], entry: dict[str, Any]) -> Any:
+    if test["kind"] == "expr":
+        return eval(entry["expr_code"], namespace)  # noqa: S307  (test code, in the sandbox)
+    name = test["fn"]
+    func = namespace.get(name)
+    if func is None and "Solution" in namespace:  # LeetCode style: a method of Solution
+        func = getattr(namespace["Solution"](), name, None)
+    if not callable(func):
+        raise NameError(f"the program defines no function {name!r}")
+    return func(*test["args"])
+
+
+def _clean_interpreter() -> None:
+    """Undo what the program may have done to the interpreter before the test part runs."""
+    builtins.__dict__.clear()
+    builtins.__dict__.update(_BUILTINS)
+    sys.settrace(None)
+    sys.setprofile(None)
+
+
+def _script_runner(source: str, test: dict[str, Any], entry: dict[str, Any]) -> None:
+    """In a forked child that never runs the program: run the test code, calling the program
+    in a separate, freshly started process through plain values; never returns.
+
+    The program cannot reach this process (not dumpable: no ptrace, no /proc/<pid>/mem or
+    fd), so it cannot skip an assert, replace a builtin the test uses, or forge the end.
+    """
+    code = 1
+    try:
+        to_program = os.pipe()
+        from_program = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.dup2(to_program[0], 3)
+                os.dup2(from_program[1], 4)
+                os.closerange(5, 65536)
+                os.set_inheritable(3, True)
+                os.set_inheritable(4, True)
+                argv = [sys.executable, "-I", "-S", "-c", _SOURCE, "serve"]
+                os.execve(argv[0], argv, {"PATH": "/usr/bin:/bin", "HOME": "/tmp",
+                                          "LANG": "C.UTF-8"})
+            finally:
+                _exit(127)
+        os.close(to_program[0])
+        os.close(from_program[1])
+        program = _Lines(from_program[0], to_program[1])
+        program.send({"source": source})
+        ready = program.receive()
+        if "names" not in ready:
+            raise RuntimeError(f"the program did not load: {ready.get('error')}")
+
+        def proxy(name: str) -> Any:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                program.send({"fn": name, "args": _typed(list(args)),
+                              "kwargs": {k: _typed(v) for k, v in kwargs.items()}})
+                reply = program.receive()
+                if "value" in reply:
+                    return _untyped(reply["value"])
+                raised = _BUILTINS.get(str(reply.get("type")))
+                if not (isinstance(raised, type) and issubclass(raised, Exception)):
+                    raised = RuntimeError
+                raise raised(reply.get("error", "the program failed"))
+
+            call.__name__ = name
+            return call
+
+        namespace: dict[str, Any] = {"__name__": "__test__", "__builtins__": builtins}
+        namespace.update({name: proxy(name) for name in ready["names"]})
+        exec(entry["script_code"], namespace)
+        target = test.get("entry")
+        if target:
+            check = namespace.get("check")
+            if not callable(check):
+                raise NameError("the test code defines no check()")
+            check(proxy(target))
+        _write(3, b"done")
+        code = 0
+    except BaseException:
+        try:
+            import traceback
+
+            traceback.print_exc()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+    _exit(code)
+
+
+def _serve() -> None:
+    """The program's side of a script test: load it, then answer calls with plain values."""
+    sys.stdin = open(os.devnull, encoding="utf-8")
+    runner = _Lines(3, 4)
+    source = runner.receive()["source"]
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        exec(compile(source, "<program>", "exec"), namespace)
+    except BaseException as exc:
+        runner.send({"error": f"{_type(exc).__name__}: {exc}"})
+        _exit(1)
+    runner.send({"names": [k for k, v in namespace.items()
+                           if callable(v) and _type(k) is str and not k.startswith("__")]})
+    while True:
+        request = runner.receive()
+        try:
+            func = namespace[request["fn"]]
+            args = _untyped(request["args"])
+            kwargs = {k: _untyped(v) for k, v in request["kwargs"].items()}
+            reply: dict[str, Any] = {"value": _typed(func(*args, **kwargs))}
+        except _Unencodable as exc:
+            reply = {"error": f"the program returned {exc}", "type": "TypeError"}
+        except BaseException as exc:  # the program's error, passed on to the test
+            reply = {"error": str(exc)[:500], "type": _type(exc).__name__}
+        runner.send(reply)
