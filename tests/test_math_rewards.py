@@ -34,7 +34,7 @@ def test_both_built_ins_are_registered_with_a_timeout() -> None:
         ("work...\n\nso $\\boxed{7}$", ("7",), "boxed"),
         ("The final answer is $\\frac{1}{2}$. I hope it is correct.", ("\\frac{1}{2}",),
          "final answer"),
-        ("Answer: 12 apples", ("12 apples",), "answer"),
+        ("Answer: 12 apples", ("12",), "answer"),  # a sentence: its last expression
         ("**Answer:** $4$", ("4",), "answer"),
         ("5 + 5 = 10\n#### 10", ("10",), "####"),
         ("We find $x$ and then $x = 3$", ("x = 3",), "last expression"),

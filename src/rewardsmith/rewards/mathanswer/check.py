@@ -10,13 +10,15 @@ from typing import Any
 from .equivalence import Comparer, NeedsSymbolic
 from .extraction import Extraction, extract_answer, reference_text
 from .fastpath import TooLarge
-from .latex import ParseError, clean
+from .latex import ParseError, clean, decimal_comma
 from .nodes import Coll, Node
 from .parser import parse
 
 __all__ = ["Verdict", "check", "OK", "ERROR", "UNDECIDED"]
 
 OK, ERROR, UNDECIDED = "ok", "error", "undecided"
+MAX_INTEGER_DIGITS = 1_000_000  # plain integers compare exactly up to this many digits
+_INTEGER = re.compile(r"\s*\$?\s*([+-]?)0*(\d+)\s*\$?\s*")
 _SPACE = re.compile(r"\s+")
 
 
@@ -80,13 +82,30 @@ def check(completion: str, reference: Any, *, boxed_only: bool = False,
     return next(v for v in verdicts if v.status == OK)
 
 
+def _integers(answer: str, ref: str) -> Verdict | None:
+    """Two plain integers are compared digit by digit, however long (up to
+    ``MAX_INTEGER_DIGITS``): no conversion, no arithmetic, linear time."""
+    a, r = _INTEGER.fullmatch(answer), _INTEGER.fullmatch(ref)
+    if a is None or r is None:
+        return None
+    if max(len(a.group(2)), len(r.group(2))) > MAX_INTEGER_DIGITS:
+        return Verdict(False, ERROR, answer[:40], f"integers longer than {MAX_INTEGER_DIGITS:,} digits")
+    def signed(match: re.Match[str]) -> str:
+        return "" if match.group(2) == "0" else match.group(1).replace("+", "")
+    equal = (signed(a), a.group(2)) == (signed(r), r.group(2))
+    return Verdict(equal, OK, answer if len(answer) <= 80 else answer[:77] + "...",
+                   f"{'equal' if equal else 'not equal'} (integers, digit by digit)")
+
+
 def _against(found: Extraction, ref: str, comparer: Comparer) -> Verdict:
+    if len(found.answers) == 1 and (exact := _integers(found.answers[0], ref)) is not None:
+        return exact
     shown = " | ".join(found.answers)
     ref_key = _key(ref)
     if ref_key is not None and all(_key(a) == ref_key for a in found.answers):
         return Verdict(True, OK, shown, f"equal ({found.source}, same text)")
     try:
-        ref_node = parse(ref)
+        ref_node = _parse_reference(ref)
     except ParseError as exc:
         return Verdict(False, ERROR, shown, f"unparseable reference {ref[:80]!r}: {exc}")
     try:
@@ -95,7 +114,8 @@ def _against(found: Extraction, ref: str, comparer: Comparer) -> Verdict:
                 node = parse(found.answers[0])
             except ParseError as exc:
                 return Verdict(False, OK, shown, f"not equal: unreadable answer ({exc})")
-            equal = comparer.equal(node, ref_node)
+            equal = comparer.equal(node, ref_node) or _decimal_comma_equal(
+                found.answers[0], node, ref, ref_node, comparer)
             return Verdict(equal, OK, shown, f"{'equal' if equal else 'not equal'} ({found.source})")
         return _several(found, ref_node, comparer)
     except TooLarge as exc:
@@ -104,6 +124,28 @@ def _against(found: Extraction, ref: str, comparer: Comparer) -> Verdict:
         return Verdict(False, UNDECIDED, shown, str(exc))
     except RecursionError:
         return Verdict(False, ERROR, shown, "cannot compare: expression nested too deeply")
+
+
+def _parse_reference(ref: str) -> Node:
+    """The reference's tree; a reference written as a solution (prose ending in "The final
+    answer is $28\\%$") is read for its stated answer, as a completion would be."""
+    try:
+        return parse(ref)
+    except ParseError:
+        stated = extract_answer(ref)
+        if stated is None or len(stated.answers) != 1 or stated.answers[0] == ref.strip():
+            raise
+        return parse(stated.answers[0])
+
+
+def _decimal_comma_equal(answer: str, node: Node, ref: str, ref_node: Node,
+                         comparer: Comparer) -> bool:
+    """``1000,99`` or ``0,111`` against one number: a decimal comma (see docs/math.md)."""
+    for text, other in ((answer, ref_node), (ref, node)):
+        value = decimal_comma(text)
+        if value is not None and not isinstance(other, Coll):
+            return comparer.equal(parse(value), other)
+    return False
 
 
 def _several(found: Extraction, ref_node: Node, comparer: Comparer) -> Verdict:
@@ -119,6 +161,6 @@ def _several(found: Extraction, ref_node: Node, comparer: Comparer) -> Verdict:
     if all(comparer.equal(node, ref_node) for node in nodes):
         return Verdict(True, OK, shown, "equal (several boxes, all equal)")
     if isinstance(ref_node, Coll) and len(ref_node.items) == len(nodes):
-        if comparer.equal(Coll("list", tuple(nodes)), ref_node):
+        if comparer.equal(Coll("set", tuple(nodes)), ref_node):
             return Verdict(True, OK, shown, "equal (the boxes together are the reference list)")
     return Verdict(False, OK, shown, "not equal: several different boxed answers")

@@ -13,6 +13,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from .fastpath import TooLarge, Undefined, decimal_written, exact_value, written_matches
+from .intervals import as_intervals, is_label
+from .matrices import fold_matrices
 from .nodes import (
     Add,
     Coll,
@@ -57,7 +59,7 @@ class Comparer:
 
     def equal(self, answer: Node, reference: Node) -> bool:
         """Is ``answer`` the same answer as ``reference``? May raise TooLarge/NeedsSymbolic."""
-        answer, reference = _expand_pm(_drop_in(answer)), _expand_pm(_drop_in(reference))
+        answer, reference = _prepare(answer), _prepare(reference)
         if _has_relation(answer) and not _has_relation(reference):
             answer = _values(answer)
         elif _has_relation(reference) and not _has_relation(answer):
@@ -124,7 +126,7 @@ class Comparer:
         return False
 
     def _relations(self, a: Node, b: Node) -> bool:
-        ia, ib = _as_intervals(a), _as_intervals(b)
+        ia, ib = as_intervals(a), as_intervals(b)
         if ia is not None or ib is not None:
             return self._equal(ia if ia is not None else a, ib if ib is not None else b)
         if not (isinstance(a, Rel) and isinstance(b, Rel)):
@@ -280,18 +282,49 @@ def _drop_in(node: Node) -> Node:
 
 def _has_relation(node: Node) -> bool:
     if isinstance(node, Coll):
-        return any(isinstance(item, Rel) for item in node.items)
+        return any(_has_relation(item) for item in node.items)
     return isinstance(node, Rel)
 
 
+def _prepare(node: Node) -> Node:
+    """The answer an expression states: ``≈`` tails cut, ``x ∈ S`` as S, ± expanded, matrix
+    sums and products computed."""
+    return _expand_pm(_drop_in(fold_matrices(_cut_approx(node))))
+
+
+def _cut_approx(node: Node) -> Node:
+    """``1/3 ≈ 0.33``: the exact value before ``≈`` is the answer."""
+    if isinstance(node, Coll):
+        return Coll(node.kind, tuple(_cut_approx(i) for i in node.items), node.left, node.right)
+    if isinstance(node, Rel) and "~" in node.ops:
+        cut = node.ops.index("~")
+        if cut == 0:  # x ≈ 11 states 11; 1/3 ≈ 0.33 states 1/3
+            return node.sides[1] if is_label(node.sides[0]) else node.sides[0]
+        return Rel(node.sides[: cut + 1], node.ops[:cut])
+    return node
+
+
 def _values(node: Node) -> Node:
-    """``x = 2`` as the answer 2 (when the other side is not an equation)."""
+    """``x = 2`` as the answer 2 (when the other side is not an equation).
+
+    Only an equation that names its value counts: ``label = value``, ``value = label``, a
+    chain ``x = 5 + 5 + 1 = 11`` or a computation with no unknowns (``1/2 = 10/9``).
+    ``7 = 11a + c`` stays an equation, so it never answers ``11a + c``.
+    """
     if isinstance(node, Coll):
         return Coll(node.kind, tuple(_values(item) for item in node.items), node.left, node.right)
-    if isinstance(node, Rel) and set(node.ops) == {"="}:
-        last = node.sides[-1]
-        return node.sides[0] if isinstance(last, Sym) and len(node.sides) == 2 else last
-    return node
+    if not (isinstance(node, Rel) and set(node.ops) == {"="}):
+        return node
+    sides = node.sides
+    if len(sides) == 2:
+        left, right = sides
+        if is_label(left):
+            return right
+        if is_label(right) and not free_symbols(left):
+            return left
+        return right if not free_symbols(node) else node
+    last = sides[-1]
+    return last if is_label(sides[0]) or not free_symbols(last) else node
 
 
 def _expand_pm(node: Node) -> Node:
@@ -332,44 +365,3 @@ def _normalized(rel: Rel) -> tuple[Node, str]:
     if op in (">", ">="):
         left, right, op = right, left, _FLIP[op]
     return sub(left, right), op
-
-
-def _as_intervals(node: Node) -> Node | None:
-    """``x > 3`` as ``(3, ∞)``, ``-2 < x <= 5`` as ``(-2, 5]``, ``x != 1`` as a union."""
-    if isinstance(node, Coll) and node.kind == "list" and node.items and all(
-            isinstance(i, Rel) for i in node.items):
-        parts = [_as_intervals(i) for i in node.items]
-        if any(p is None for p in parts):
-            return None
-        return Union_(tuple(p for p in parts if p is not None))
-    if not isinstance(node, Rel) or "=" in node.ops or "in" in node.ops:
-        return None
-    names = free_symbols(node)
-    if len(names) != 1:
-        return None
-    sides, ops = list(node.sides), list(node.ops)
-    if len(ops) == 1 and ops[0] == "!=":
-        var, value = (sides[0], sides[1]) if isinstance(sides[0], Sym) else (sides[1], sides[0])
-        if not isinstance(var, Sym) or free_symbols(value):
-            return None
-        return Union_((Coll("delim", (Neg(Inf(1)), value), "(", ")"),
-                       Coll("delim", (value, Inf(1)), "(", ")")))
-    if all(op in (">", ">=") for op in ops):
-        sides.reverse()
-        ops = [_FLIP[op] for op in reversed(ops)]
-    if not all(op in ("<", "<=") for op in ops):
-        return None
-    if len(sides) == 2:
-        if isinstance(sides[0], Sym):
-            sides.insert(0, Neg(Inf(1)))
-            ops.insert(0, "<")
-        elif isinstance(sides[1], Sym):
-            sides.append(Inf(1))
-            ops.append("<")
-    if len(sides) != 3 or not isinstance(sides[1], Sym):
-        return None
-    if free_symbols(sides[0]) or free_symbols(sides[2]):
-        return None
-    left = "[" if ops[0] == "<=" else "("
-    right = "]" if ops[1] == "<=" else ")"
-    return Coll("delim", (sides[0], sides[2]), left, right)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..extract import after_last_marker, all_boxed, last_boxed
+from .latex import undouble
 
 __all__ = ["Extraction", "extract_answer", "reference_text"]
 
@@ -26,10 +27,20 @@ class Extraction:
 
 _FINAL = re.compile(r"final\s+answer\s*(?:is|:|=)?\s*:?", re.IGNORECASE)
 _ANSWER = re.compile(r"\banswer\s*(?:is|:|=)\s*:?", re.IGNORECASE)
-_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
-_PLAIN = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*-?\d+(?:\.\d+)?)?\s*%?")
+# Inline math ($...$, \\(...\\)) stays on one line; an escaped \\$ inside it is a dollar sign.
+_MATH = re.compile(
+    r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$((?:[^$\n\\]|\\[^\n])+?)\$"
+    r"|\\\(([^\n]+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+# A number standing alone: not the tail of a word such as AZYUK2A.
+_PLAIN = re.compile(r"(?<![A-Za-z_\d.])-?\d[\d,]*(?:\.\d+)?(?:\s*/\s*-?\d+(?:\.\d+)?)?\s*%?")
+_DOLLAR_SPAN = re.compile(r"(?<!\\)\$[^$]*(?<!\\)\$|\\\(.*?\\\)", re.DOTALL)
+_JOINER = re.compile(r"\s*(?:,\s*and|,\s*or|,|and|or)\s*")
+_SEPARATOR_IN_GAP = re.compile(r"[,;&]|\b(?:and|or)\b")
+_LETTER = re.compile(r"[A-Za-z]")
 _SENTENCE_END = re.compile(r"\.(?:\s|$)|\s+(?:I hope|which|so|because|since)\b")
 _SHORT = 100
+_BOX_START = re.compile(r"\\(?:boxed|fbox)\s*(?=\{)")
+_OPEN_BOX = re.compile(r"^\s*\$*\s*\\(?:boxed|fbox)\s*\{")
 _WHOLE_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{(.*)\}", re.DOTALL)
 _TEXT_GROUP = re.compile(r"\\(?:text|mbox|mathrm|textbf|begin|end)\s*\{[^{}]*\}")
 _WORD = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
@@ -51,12 +62,16 @@ def _boxes(text: str) -> tuple[str, ...]:
 
 
 def _unbox(box: str) -> str:
-    """``\\boxed{\\boxed{9}}`` is 9."""
+    """``\\boxed{\\boxed{9}}`` is 9; a sentence in a box is its last expression."""
     for _ in range(8):
         whole = _WHOLE_BOX.fullmatch(box.strip())
         if whole is None or last_boxed(box) != whole.group(1).strip():
             break  # not one box around everything, as in \\boxed{1}+\\boxed{2}
         box = whole.group(1).strip()
+    if _is_prose(box):
+        inner = _last_expression(box, whole=False)
+        if inner:
+            return inner[0]
     return box
 
 
@@ -68,9 +83,19 @@ def _tail(text: str) -> str | None:
     line = text.split("\n", 1)[0].strip()
     segment = _MATH.search(line)
     if segment and segment.start() < 4:
-        return next(g for g in segment.groups() if g is not None).strip()
+        # "$12$ and $13$": math segments joined by "and", "or" or commas are one list.
+        parts = [next(g for g in segment.groups() if g is not None).strip()]
+        while (joiner := _JOINER.match(line, segment.end())) and (
+                following := _MATH.match(line, joiner.end())):
+            parts.append(next(g for g in following.groups() if g is not None).strip())
+            segment = following
+        return ", ".join(parts)
     line = _SENTENCE_END.split(line, maxsplit=1)[0]
     line = line.strip().strip("*").strip()
+    if _is_prose(line):
+        # "The largest $n$ is 34": the answer is the sentence's last expression.
+        inner = _last_expression(line, whole=False)
+        return inner[0] if inner else None
     return line or None
 
 
@@ -87,15 +112,18 @@ def _is_prose(text: str) -> bool:
     return any(w.lower() not in _MATH_WORDS for w in words) and any(c.isdigit() for c in text)
 
 
-def _last_expression(text: str) -> tuple[str, str] | None:
+def _last_expression(text: str, *, whole: bool = True) -> tuple[str, str] | None:
     stripped = text.strip()
-    if len(stripped) <= _SHORT and "\n" not in stripped and "$" not in stripped and not (
+    if whole and len(stripped) <= _SHORT and "\n" not in stripped and "$" not in stripped and not (
             _is_prose(stripped)):
         return stripped, "whole text"
     best: tuple[int, str] | None = None
     for match in _MATH.finditer(text):
         best = (match.end(), next(g for g in match.groups() if g is not None))
-    last_plain = _last(_PLAIN.finditer(text))
+    # Numbers inside $...$ that is not math (it spans lines) are not answers.
+    outside = _DOLLAR_SPAN.sub(lambda m: " " * len(m.group(0)), text) if (
+        "$" in text or "\\(" in text) else text
+    last_plain = _last(_PLAIN.finditer(outside))
     if last_plain is not None and (best is None or last_plain.start() >= best[0]):
         best = (last_plain.end(), last_plain.group(0))
     return (best[1].strip(), "last expression") if best else None
@@ -106,16 +134,20 @@ def extract_answer(completion: str, *, boxed_only: bool = False) -> Extraction |
     if not isinstance(completion, str) or not completion.strip():
         return None
     boxes = _boxes(completion)
-    if boxes:
-        return Extraction(boxes, "boxed")
     if boxed_only:
-        return None
+        return Extraction(boxes, "boxed") if boxes else None
+    last_box = max(completion.rfind("\\boxed"), completion.rfind("\\fbox")) if boxes else -1
     for pattern, source in ((_FINAL, "final answer"), (_ANSWER, "answer")):
         found = _last(pattern.finditer(completion))
-        if found is not None:
+        if found is not None and found.start() > last_box:
+            # A stated answer after the last box (or with no box) is the final word.
             answer = _tail(completion[found.end() :])
             if answer:
                 return Extraction((answer,), source)
+        if boxes:
+            break
+    if boxes:
+        return Extraction(boxes, "boxed")
     tail = after_last_marker(completion, "####")
     if tail is not None:
         answer = _tail(tail)
@@ -124,10 +156,49 @@ def extract_answer(completion: str, *, boxed_only: bool = False) -> Extraction |
     return Extraction((last[0],), last[1]) if last and last[0] else None
 
 
+def _boxes_listed(text: str) -> bool:
+    """Do the last paragraph's boxes form one list? The text between each two must hold a
+    separator (``,`` ``;`` "and" "or") or no words at all: ``\\boxed{1} and \\boxed{2}`` is a
+    list, ``\\boxed{1} no no \\boxed{2}`` is not (its last box is the answer)."""
+    paragraph = next((p for p in reversed(text.split("\n\n")) if all_boxed(p)), text)
+    gaps = _BOX_START.split(paragraph)[1:-1]
+    for gap in gaps:
+        between = gap[_box_end(gap):]
+        if not _SEPARATOR_IN_GAP.search(between) and _LETTER.search(
+                re.sub(r"\\[a-zA-Z]+", " ", between)):
+            return False
+    return True
+
+
+def _box_end(text: str) -> int:
+    """The index after the braced group that opens ``text`` (the rest of a box)."""
+    depth = 0
+    for index, char in enumerate(text):
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return len(text)
+
+
 def reference_text(reference: str) -> str:
-    """The answer in a reference label: its last box, the text after ``####``, or all of it."""
-    box = last_boxed(reference)
-    if box is not None:
-        return box
+    """The answer in a reference label: its boxes, the text after ``####``, or all of it.
+
+    Several different boxes (in the last paragraph that has any) are all the answer, read as
+    a set: ``\\boxed{1} and \\boxed{2}`` is ``\\{1, 2\\}``. A box left open is read to the end.
+    """
+    reference = undouble(reference)
+    boxes = _boxes(reference)
+    if len(boxes) > 1 and _boxes_listed(reference):
+        return "\\{" + ", ".join(boxes) + "\\}"
+    if len(boxes) > 1:
+        return boxes[-1]
+    if boxes:
+        return boxes[0]
     tail = after_last_marker(reference, "####")
-    return tail if tail is not None else reference.strip()
+    if tail is not None:
+        return tail
+    opened = _OPEN_BOX.search(reference)
+    return reference[opened.end():].strip() if opened else reference.strip()

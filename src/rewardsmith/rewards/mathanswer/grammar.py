@@ -44,10 +44,12 @@ FUNCS = {"sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan",
          "tanh", "log", "ln", "exp", "lg"}
 _RELATIONS = {
     "le": "<=", "leq": "<=", "leqslant": "<=", "ge": ">=", "geq": ">=", "geqslant": ">=",
-    "lt": "<", "gt": ">", "ne": "!=", "neq": "!=", "approx": "=", "simeq": "=", "equiv": "=",
-    "cong": "=", "in": "in",
+    "lt": "<", "gt": ">", "ne": "!=", "neq": "!=", "simeq": "=", "equiv": "=",
+    "cong": "=", "in": "in", "approx": "~",
 }
 _MULTIPLY = {"cdot", "times", "ast"}
+_SEPARATORS = {("op", ","), ("op", ";")}
+_TOP_SEPARATORS = _SEPARATORS | {("op", "\\\\")}
 _OPERAND_CMDS = {"frac", "sqrt", "binom", "pi", "infty", "lfloor", "lceil", "langle", "lvert"}
 
 
@@ -124,18 +126,33 @@ class Grammar:
     # -- grammar
 
     def top(self) -> Node:
-        items = self.items(top=True)
+        """The whole answer. ``;`` between groups of ``,`` items makes each group a tuple:
+        ``p=5,q=2;p=7,q=2`` is two pairs. Separators in a row (``19, 46, and 82``) are one."""
+        groups: list[list[Node]] = [[self.relation()]]
+        while (tok := self.peek()) in _TOP_SEPARATORS:
+            self.skip_separators()
+            if self.peek() is None:
+                break  # a trailing separator
+            if tok == ("op", ";"):
+                groups.append([])
+            groups[-1].append(self.relation())
         if self.peek() is not None:
             raise ParseError(f"unexpected {self.peek()!r}")
+        if len(groups) > 1 and any(len(group) > 1 for group in groups):
+            items = [g[0] if len(g) == 1 else Coll("delim", tuple(g), "(", ")") for g in groups]
+        else:
+            items = [item for group in groups for item in group]
         return items[0] if len(items) == 1 else Coll("list", tuple(items))
 
-    def items(self, top: bool = False) -> list[Node]:
-        seps = {("op", ","), ("op", ";")} | ({("op", "\\\\")} if top else set())
-        out = [self.relation()]
-        while self.peek() in seps:
+    def skip_separators(self) -> None:
+        while self.peek() in _TOP_SEPARATORS:
             self.i += 1
-            if top and self.peek() is None:
-                break  # a trailing separator
+
+    def items(self) -> list[Node]:
+        out = [self.relation()]
+        while self.peek() in _SEPARATORS:
+            while self.peek() in _SEPARATORS:
+                self.i += 1
             out.append(self.relation())
         return out
 
@@ -159,12 +176,19 @@ class Grammar:
         return None
 
     def relation(self) -> Node:
-        sides = [self.union()]
+        sides = [self.ratio()]
         ops: list[str] = []
         while (op := self.relop()) is not None:
             ops.append(op)
-            sides.append(self.union())
+            sides.append(self.ratio())
         return sides[0] if not ops else Rel(tuple(sides), tuple(ops))
+
+    def ratio(self) -> Node:
+        """``7:32`` (a ratio) and ``12:00`` (a time): ordered parts, compared part by part."""
+        parts = [self.union()]
+        while self.accept("op", ":"):
+            parts.append(self.union())
+        return parts[0] if len(parts) == 1 else Coll("delim", tuple(parts), ":", ":")
 
     def union(self) -> Node:
         parts = [self.additive()]
@@ -208,8 +232,15 @@ class Grammar:
         node = self.power()
         while True:
             tok = self.peek()
-            if tok is None or isinstance(node, (Coll, Matrix)):
+            if tok is None or isinstance(node, Coll):
                 return node
+            if isinstance(node, Matrix):
+                # A product of matrices (A B, A \\cdot B) is kept; anything else ends the term.
+                if tok[0] == "begin":
+                    node = multiply(node, self.power())
+                    continue
+                if not (tok == ("op", "*") or (tok[0] == "cmd" and tok[1] in _MULTIPLY)):
+                    return node
             if tok == ("op", "*") or (tok[0] == "cmd" and tok[1] in _MULTIPLY):
                 self.i += 1
                 node = multiply(node, self.signed_power())
@@ -303,6 +334,8 @@ class Grammar:
     def _primary(self) -> Node:
         kind, text = self.take()
         if kind == "num":
+            if self.peek() == ("op", "_") and text.isdigit():
+                return self.based_number(text)
             return parse_number_token(text)
         if kind == "rep":
             return _repeating(text)
@@ -327,6 +360,20 @@ class Grammar:
         if kind == "cmd":
             return self.command(text)
         raise ParseError(f"unexpected {text!r}")
+
+    def based_number(self, digits: str) -> Node:
+        """``1112112_3`` or ``101_{2}``: digits in a base from 2 to 10, read as their value."""
+        self.expect("op", "_")
+        braced = self.accept("op", "{")
+        kind, base_text = self.take()
+        if braced:
+            self.expect("op", "}")
+        if kind != "num" or not base_text.isdigit() or not 2 <= int(base_text) <= 10:
+            raise ParseError(f"bad base subscript {base_text!r}")
+        base = int(base_text)
+        if len(digits) > 4000 or any(int(d) >= base for d in digits):
+            raise ParseError(f"{digits} is not a number in base {base}")
+        return Num(Fraction(int(digits, base)))
 
     def delimited(self, left: str, closers: tuple[str, ...]) -> Node:
         items = self.items()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["Token", "ParseError", "MAX_CHARS", "clean", "tokenize"]
+__all__ = ["Token", "ParseError", "MAX_CHARS", "clean", "tokenize", "undouble", "decimal_comma"]
 
 MAX_CHARS = 4000
 
@@ -34,22 +34,34 @@ _COSMETIC = re.compile(
     r"|big|Big|bigg|Bigg)(?![a-zA-Z])"
     r"|(?<!\\)\\(?:left|right)(?:\.|(?![a-zA-Z]))"
 )
+# \quad glued to the next word (``\quadx_2``) is still a space: no other command starts so.
 _SPACING = re.compile(
-    r"(?<!\\)\\(?:quad|qquad|enspace|thinspace|medspace|thickspace)(?![a-zA-Z])|(?<!\\)\\[;: ]|~")
+    r"(?<!\\)\\q?quad|(?<!\\)\\(?:enspace|thinspace|medspace|thickspace)(?![a-zA-Z])"
+    r"|(?<!\\)\\[;: ]|~")
 # A degree sign in any spelling; 90^\circ is the number 90.
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ(?![a-zA-Z])|\\degree(?![a-zA-Z])")
+_STRAY_BACKSLASH = re.compile(r"(?<!\\)\\$")  # "185\\": a stray backslash at the end
 _FRAC_ALIASES = re.compile(r"\\[dtc]frac(?![a-zA-Z])")
 _BINOM_ALIASES = re.compile(r"\\[dt]binom(?![a-zA-Z])")
 # 1,000 / 1{,}000 / 1\,000 / 1\ 000: a thousands separator only between groups of three digits.
-_THOUSANDS = re.compile(r"(?<![\d.])[1-9]\d{0,2}(?:(?:,|\{,\}|\\,)\d{3})+(?![\d])")
-_THOUSANDS_SEP = re.compile(r",|\{,\}|\\,")
+_THOUSANDS = re.compile(
+    r"(?<![\d.])[1-9]\d{0,2}(?:(?:,|\s?\{,\s?\}\s?|\\,|,\\!\s?)\d{3})+(?![\d])")
+_THOUSANDS_SEP = re.compile(r",\\!\s?|\s?\{,\s?\}\s?|,|\\,")
+# Data escaped twice (``\\frac``, ``\\left(``): a doubled backslash before a command name
+# that an answer uses is that command, not a line break followed by letters.
+_DOUBLED = re.compile(
+    r"(?<!\\)\\\\(?=(?:frac|dfrac|tfrac|cfrac|left|right|sqrt|le|leq|ge|geq|lt|gt|ne|neq|pi"
+    r"|cdot|times|div|infty|boxed|fbox|text|textbf|mathrm|mathbf|begin|end|pm|mp|cup|cap|in"
+    r"|quad|qquad|circ|degree|approx|binom|dbinom|log|ln|sin|cos|tan|theta|alpha|beta|over"
+    r"|mbox|emptyset|varnothing|dots|ldots|cdots|angle|triangle|sum|prod|int|lim|vec)(?![a-zA-Z]))"
+    r"|(?<!\\)\\\\(?=[(){}\[\]$%,!])")
 
 
 def clean(text: str) -> str:
     """Remove what does not change an answer's meaning; the result is still LaTeX."""
     if len(text) > MAX_CHARS:
         raise ParseError(f"answer longer than {MAX_CHARS} characters")
-    text = _UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], text)
+    text = undouble(_UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], text))
     text = text.replace("\\$", "").replace("$", "")
     text = _THOUSANDS.sub(_join_thousands, text)
     text = text.replace("\\,", " ").replace("{,}", ",")
@@ -64,7 +76,31 @@ def clean(text: str) -> str:
     for opening, closing in (("\\(", "\\)"), ("\\[", "\\]")):
         if text.startswith(opening) and text.endswith(closing):
             text = text[2:-2].strip()
-    return text.rstrip(". ")
+    return _STRAY_BACKSLASH.sub("", text.rstrip(". ")).rstrip(". ")
+
+
+_DECIMAL_COMMA = re.compile(r"\s*\$?\s*(-?(?:0|[1-9]\d*)),(\d+)\s*\$?\s*")
+
+
+def decimal_comma(text: str) -> str | None:
+    """``1000,99`` -> ``1000.99`` when a comma can only be a decimal comma; else None.
+
+    The comma must sit between digits with no space, and what follows it must not be a
+    thousands group (exactly three digits after a nonzero integer part): ``1,000`` stays a
+    thousand, ``0,111`` and ``1,22`` are decimals. Used only against a single number.
+    """
+    match = _DECIMAL_COMMA.fullmatch(text)
+    if match is None:
+        return None
+    whole, fraction = match.groups()
+    if len(fraction) == 3 and whole.lstrip("-") != "0":
+        return None
+    return f"{whole}.{fraction}"
+
+
+def undouble(text: str) -> str:
+    """``\\\\frac{1}{2}`` (escaped twice in the data) as ``\\frac{1}{2}``."""
+    return _DOUBLED.sub(lambda _: "\\", text) if "\\\\" in text else text
 
 
 def _join_thousands(match: re.Match[str]) -> str:
@@ -83,7 +119,7 @@ _TOKEN = re.compile(
     r"|(?P<num>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
     r"|(?P<cmd>\\(?:[a-zA-Z]+|.))"
     r"|(?P<word>[a-zA-Z]+)"
-    r"|(?P<op>[-+*/^_()\[\]{},;=<>!|&%'])"
+    r"|(?P<op>[-+*/^_()\[\]{},;:=<>!|&%'])"
     r"|(?P<other>.)",
     re.DOTALL,
 )

@@ -22,6 +22,13 @@ _ROW_ENVS = {"aligned", "align", "alignat", "gather", "gathered", "cases", "spli
 _TEXT_KEEP = re.compile(r"[^a-z0-9]")
 _PUNCTUATION = {("op", ","), ("op", ";"), ("op", "("), ("op", ")")}
 _INVERSE = {"sin": "arcsin", "cos": "arccos", "tan": "arctan"}
+# Commands that operate on what follows: read as a symbol they would change the meaning.
+_OPERATORS = {"sum", "prod", "int", "iint", "iiint", "oint", "lim", "limsup", "liminf", "max",
+              "min", "sup", "inf", "det", "gcd", "lcm", "mod", "pmod", "bmod", "over", "choose",
+              "not", "neg", "cap", "setminus", "to", "rightarrow", "Rightarrow", "implies",
+              "iff", "mid", "ldots", "cdots", "dots", "vdots", "ddots", "partial", "nabla",
+              "overline", "underbrace", "overbrace", "stackrel", "rangle", "rfloor", "rceil",
+              "rvert", "end", "begin", "frac", "sqrt", "binom"}
 
 
 def parse(answer: str) -> Node:
@@ -176,6 +183,10 @@ class _Parser(Grammar):
             node = self.additive()
             self.expect("cmd", closer)
             return Func({"lfloor": "floor", "lceil": "ceil", "lvert": "abs"}[name], (node,))
+        if name.isalpha() and name not in _OPERATORS:
+            # An unknown name (\\zzz, \\angle) is a symbol: it can still be a label in
+            # ``\\angle A = 30``, and it never equals a number.
+            return Sym(f"\\{name}")
         raise ParseError(f"unsupported LaTeX command \\{name}")
 
     def environment(self, env: str) -> Node:
