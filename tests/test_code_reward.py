@@ -205,7 +205,7 @@ def test_unreadable_tests_make_an_error_status_not_a_zero() -> None:
                         answer="not json"),
                 Rollout(id="good", group="g", prompt="p", completion="print(3)",
                         answer={"inputs": [""], "outputs": ["3"]})]
-    scores = score_rollouts(Rubric.single("code"), rollouts, workers=1)
+    scores = score_rollouts(Rubric.single("code"), rollouts, workers=0)
     assert scores[0].status.value == "error" and "not JSON" in scores[0].errors["code"]
     assert scores[1].status.value == "ok" and scores[1].reward == 1.0
     assert scores[1].metrics["code.passed"] == 1.0
