@@ -169,6 +169,7 @@ def main() -> int:
          for p, t in zip(programs, tests)], args.lanes)
     ok = ours_passed == peer_passed
     rows = [("python", len(programs), peer_s, ours_s, ok)]
+    print(f"python: loop {peer_s:.1f} s, reward {ours_s:.1f} s, {peer_s / ours_s:.2f}x", flush=True)
 
     if args.cpp > 0 and shutil.which("g++"):
         cpp_programs = [CPP_RIGHT if i % 2 == 0 else CPP_WRONG for i in range(args.cpp)]
