@@ -30,12 +30,14 @@ HONEST = "a, b = map(int, input().split())\nprint(a + b)\n"
 
 @pytest.fixture(scope="module", autouse=True)
 def real_sandbox() -> None:
+    # These tests are the evidence that the sandbox holds: without one they fail (with what
+    # to install), unless REWARDSMITH_SKIP_SANDBOX_TESTS=1 says this machine cannot have one.
     try:
         get_sandbox("bubblewrap").check("python")
     except SandboxUnavailable as exc:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip(f"no sandbox on this machine: {exc}")
+        if os.environ.get("REWARDSMITH_SKIP_SANDBOX_TESTS") == "1":
+            pytest.skip(f"no sandbox on this machine: {exc}")
+        pytest.fail(f"the escape tests need the real sandbox: {exc}")
 
 
 def _pid_namespace(pid: str) -> str | None:
