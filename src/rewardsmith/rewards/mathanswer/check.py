@@ -18,6 +18,8 @@ __all__ = ["Verdict", "check", "OK", "ERROR", "UNDECIDED"]
 
 OK, ERROR, UNDECIDED = "ok", "error", "undecided"
 MAX_INTEGER_DIGITS = 1_000_000  # plain integers compare exactly up to this many digits
+_LETTER = re.compile(r"\s*\(?([A-J])\)?\s*")
+_OPTION = re.compile(r"\s*\(?([A-J])[.):]\s+\S")
 _INTEGER = re.compile(r"\s*\$?\s*([+-]?)0*(\d+)\s*\$?\s*")
 _SPACE = re.compile(r"\s+")
 
@@ -97,9 +99,22 @@ def _integers(answer: str, ref: str) -> Verdict | None:
                    f"{'equal' if equal else 'not equal'} (integers, digit by digit)")
 
 
+def _choice(answer: str, ref: str) -> Verdict | None:
+    """A bare choice letter against a labeled option: ``C`` and ``C. x = 42`` are choice C."""
+    for letter_side, labeled_side in ((answer, ref), (ref, answer)):
+        letter = _LETTER.fullmatch(letter_side)
+        option = _OPTION.match(labeled_side)
+        if letter and option:
+            equal = letter.group(1) == option.group(1)
+            return Verdict(equal, OK, answer[:80], f"{'equal' if equal else 'not equal'} (choice)")
+    return None
+
+
 def _against(found: Extraction, ref: str, comparer: Comparer) -> Verdict:
-    if len(found.answers) == 1 and (exact := _integers(found.answers[0], ref)) is not None:
-        return exact
+    if len(found.answers) == 1:
+        exact = _integers(found.answers[0], ref) or _choice(found.answers[0], ref)
+        if exact is not None:
+            return exact
     shown = " | ".join(found.answers)
     ref_key = _key(ref)
     if ref_key is not None and all(_key(a) == ref_key for a in found.answers):

@@ -18,8 +18,10 @@ from .matrices import fold_matrices
 from .nodes import (
     Add,
     Coll,
+    Func,
     Inf,
     Matrix,
+    Mul,
     Neg,
     Node,
     Num,
@@ -143,8 +145,8 @@ class Comparer:
         if len(a.sides) != 2 or len(b.sides) != 2:
             return self._equal(a.sides[-1], b.sides[-1])
         (la, ra), (lb, rb) = a.sides, b.sides
-        if isinstance(la, Sym) and la == lb:
-            return self.scalar(ra, rb)  # x = ... both: compare the values (tolerance applies)
+        if _same_label(la, lb):
+            return self._equal(ra, rb)  # x = ... both: compare the values (tolerance applies)
         if not (free_symbols(a) or free_symbols(b)):
             return self.scalar(ra, rb)
         return self._proportional(sub(la, ra), sub(lb, rb), positive=False)
@@ -154,6 +156,11 @@ class Comparer:
     def scalar(self, a: Node, b: Node) -> bool:
         if a == b:
             return True
+        if isinstance(a, Func) and isinstance(b, Func) and a.name == b.name and a.name in (
+                "sum", "prod"):
+            # Same range and the same summand: equal (different summands are not decided).
+            return (self._equal(a.args[1], b.args[1]) and self._equal(a.args[2], b.args[2])
+                    and self._value_equal(a.args[0], b.args[0]))
         if isinstance(a, Percent) != isinstance(b, Percent):
             # 50% answers 50 and 0.5; 0.5 answers 50%.
             pct, other = (a, b) if isinstance(a, Percent) else (b, a)
@@ -302,6 +309,15 @@ def _cut_approx(node: Node) -> Node:
             return node.sides[1] if is_label(node.sides[0]) else node.sides[0]
         return Rel(node.sides[: cut + 1], node.ops[:cut])
     return node
+
+
+def _same_label(a: Node, b: Node) -> bool:
+    """``x`` and ``x``; ``W(n)`` and ``W(x)`` (one function, its variable renamed)."""
+    if a == b:
+        return is_label(a)
+    return (isinstance(a, Mul) and isinstance(b, Mul) and len(a.factors) == len(b.factors) == 2
+            and a.factors[0] == b.factors[0] and isinstance(a.factors[0], Sym)
+            and isinstance(a.factors[1], Sym) and isinstance(b.factors[1], Sym))
 
 
 def _values(node: Node) -> Node:

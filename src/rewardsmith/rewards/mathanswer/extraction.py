@@ -43,7 +43,7 @@ _BOX_START = re.compile(r"\\(?:boxed|fbox)\s*(?=\{)")
 _OPEN_BOX = re.compile(r"^\s*\$*\s*\\(?:boxed|fbox)\s*\{")
 _WHOLE_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{(.*)\}", re.DOTALL)
 _TEXT_GROUP = re.compile(r"\\(?:text|mbox|mathrm|textbf|begin|end)\s*\{[^{}]*\}")
-_WORD = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
+_WORD = re.compile(r"(?<![\\a-zA-Z])(?!(?:or|and)[A-Z])[a-zA-Z]{3,}")
 _MATH_WORDS = {"sqrt", "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan",
                "sinh", "cosh", "tanh", "log", "exp", "inf", "infty", "infinity", "and"}
 

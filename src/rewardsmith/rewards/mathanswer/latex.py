@@ -136,6 +136,7 @@ _TEXT_COMMANDS = {"text", "textbf", "textit", "textrm", "textnormal", "textup", 
 # Decorations whose argument is kept as is.
 _UNWRAP = {"mathbf", "boldsymbol", "bm", "mathit", "mathnormal", "pmb", "vec", "hat", "bar",
            "mathbb", "mathcal", "mathsf", "tilde", "widehat", "underline", "overrightarrow"}
+_GLUED_SEPARATOR = re.compile(r"(?:or|and)([A-Z][A-Za-z]*)")
 _SEPARATOR_WORDS = {"or", "and", ",", "and/or", ";"}
 _SINGLE_LETTER = re.compile(r"^\(?\s*([A-Za-z])\s*\)?\.?$")
 _MATHLIKE = re.compile(r"^[\d\s.,+\-/^()*=]+$")
@@ -194,6 +195,13 @@ def tokenize(text: str) -> list[Token]:
                 continue
             tokens.append(("num", value))
         elif kind == "word":
+            glued = _GLUED_SEPARATOR.match(value)
+            if glued and tokens and (tokens[-1][0] == "num" or tokens[-1] == ("op", ")")):
+                # "W(x)=1orW(x)=-1": a separator word run into the next name.
+                tokens.append(("op", ","))
+                value = glued.group(1)
+                pos -= len(value)
+                continue
             lower = value.lower()
             if value in _FWORDS or lower in ("infinity", "inf"):
                 tokens.append(("fword", lower))

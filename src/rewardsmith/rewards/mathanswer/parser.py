@@ -23,7 +23,7 @@ _TEXT_KEEP = re.compile(r"[^a-z0-9]")
 _PUNCTUATION = {("op", ","), ("op", ";"), ("op", "("), ("op", ")")}
 _INVERSE = {"sin": "arcsin", "cos": "arccos", "tan": "arctan"}
 # Commands that operate on what follows: read as a symbol they would change the meaning.
-_OPERATORS = {"sum", "prod", "int", "iint", "iiint", "oint", "lim", "limsup", "liminf", "max",
+_OPERATORS = {"int", "iint", "iiint", "oint", "lim", "limsup", "liminf", "max",
               "min", "sup", "inf", "det", "gcd", "lcm", "mod", "pmod", "bmod", "over", "choose",
               "not", "neg", "cap", "setminus", "to", "rightarrow", "Rightarrow", "implies",
               "iff", "mid", "ldots", "cdots", "dots", "vdots", "ddots", "partial", "nabla",
@@ -160,6 +160,8 @@ class _Parser(Grammar):
                 raise ParseError("\\sqrt needs braces: \\sqrt(2) is malformed")
             arg = self.latex_arg()
             return Func("sqrt", (arg,) if index is None else (arg, index))
+        if name in ("sum", "prod"):
+            return self.big_operator(name)
         if name == "pi":
             return Const("pi")
         if name == "infty":
@@ -188,6 +190,23 @@ class _Parser(Grammar):
             # ``\\angle A = 30``, and it never equals a number.
             return Sym(f"\\{name}")
         raise ParseError(f"unsupported LaTeX command \\{name}")
+
+    def big_operator(self, name: str) -> Node:
+        """``\\sum_{k=0}^{n-1} F_k F_{n-k-1}``: kept whole, as (body, index range, upper bound).
+        Two are equal when their ranges are and their bodies are the same function."""
+        lower: Node | None = None
+        upper: Node | None = None
+        for _ in range(2):
+            if self.accept("op", "_"):
+                lower = self.latex_arg()
+            elif self.accept("op", "^"):
+                upper = self.latex_arg()
+        if lower is None or upper is None:
+            raise ParseError(f"\\{name} needs both of its limits")
+        body = self.power()
+        while (tok := self.peek()) is not None and self.starts_operand(tok):
+            body = multiply(body, self.power())
+        return Func(name, (body, lower, upper))
 
     def environment(self, env: str) -> Node:
         if env == "array" and self.accept("op", "{"):
