@@ -528,8 +528,16 @@ class Engine:
         ``ordered=False`` yields groups as they finish. ``coalesce=True`` sends several
         consecutive groups to a worker at once (for input that is already in memory).
         """
-        batches = (self._batches(groups) if coalesce
-                   else (_Batch.of([group]) for group in groups))
+        batches: Iterable[_Batch]
+        if coalesce and isinstance(groups, Sequence):
+            # All in memory: batches shrink towards the end so every worker finishes at about
+            # the same time, also when some batches meet slow or failing calls.
+            flat = [r for group in groups for r in group]
+            batches = self._slices(flat, [len(group) for group in groups])
+        elif coalesce:
+            batches = self._batches(groups)
+        else:
+            batches = (_Batch.of([group]) for group in groups)
         # In-memory input keeps more batches queued so no worker waits between two of them.
         finished = self._run_batches(batches, ordered, 8 if coalesce else 2, max_in_flight)
         return (scores for batch, flat in finished for scores in _split(flat, batch.sizes))

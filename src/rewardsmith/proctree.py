@@ -40,8 +40,39 @@ def _parents() -> dict[int, int]:
     return out
 
 
+def _children(pid: int) -> list[int] | None:
+    """``pid``'s children from ``/proc/<pid>/task/*/children``; None when the kernel does not
+    offer the file (then every process is read instead)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []  # gone: no children to find
+    found: list[int] = []
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", "rb") as handle:
+                found.extend(int(child) for child in handle.read().split())
+        except FileNotFoundError:
+            return None
+        except OSError:
+            continue
+    return found
+
+
 def descendants(pid: int) -> list[int]:
     """The processes started by ``pid``, their children and so on (not ``pid`` itself)."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        children = _children(todo.pop())
+        if children is None:
+            return _descendants_by_scan(pid)
+        found.extend(children)
+        todo.extend(children)
+    return found
+
+
+def _descendants_by_scan(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for child, parent in _parents().items():
         children.setdefault(parent, []).append(child)
@@ -55,20 +86,21 @@ def descendants(pid: int) -> list[int]:
 
 
 def kill_tree(pid: int, *, group: bool = True) -> None:
-    """SIGKILL ``pid``, every descendant of it and (``group``) its process group.
+    """SIGKILL ``pid``, every descendant of it and (``group``) the process group it leads.
 
     The descendants are stopped first, so none can start another process between the time
-    they are listed and the time they are killed.
+    they are listed and the time they are killed. Pass ``group`` only for a process known to
+    have led its own group (as workers do): the group is killed even after its leader is gone,
+    since the kernel does not reuse a process id while a group still goes by it.
     """
     tree = descendants(pid)
     for child in tree:
         with contextlib.suppress(OSError):
             os.kill(child, signal.SIGSTOP)
     tree = sorted(set(tree) | set(descendants(pid)))
-    if group:
+    if group and pid != os.getpgid(0):  # never the caller's own group
         with contextlib.suppress(OSError):
-            if os.getpgid(pid) == pid:  # only a group the process leads: never the caller's
-                os.killpg(pid, signal.SIGKILL)
+            os.killpg(pid, signal.SIGKILL)
     for target in [pid, *tree]:
         with contextlib.suppress(OSError):
             os.kill(target, signal.SIGKILL)

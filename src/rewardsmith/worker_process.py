@@ -31,7 +31,7 @@ from typing import Any, NoReturn
 
 import cloudpickle
 
-from .proctree import kill_tree
+from .proctree import descendants
 from .resultlog import LogWriter
 
 __all__ = ["SLOT_SIZE", "SLOT_INDEX", "SLOT_START", "SLOT_BATCH", "HALF", "IN_BUFFER",
@@ -184,7 +184,11 @@ def worker_main(conn: Any, slot: Any, buffer: Any, log_block: Any, owner: int) -
 def _end_group() -> NoReturn:
     """Exit, and take every process the calls started with this one."""
     sys.stderr.flush()
-    kill_tree(os.getpid())  # ends with this process itself
+    for child in descendants(os.getpid()):
+        with contextlib.suppress(OSError):
+            os.kill(child, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        os.killpg(os.getpid(), signal.SIGKILL)  # the rest of this group, and this process
     os._exit(0)
 
 

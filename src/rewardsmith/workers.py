@@ -341,11 +341,17 @@ class WorkerPool:
                 self._threads.append(thread)
                 thread.start()
 
-    def _spawn(self) -> _Worker:
+    def _spawn(self, dead: _Worker | None = None) -> _Worker:
+        """A new worker; the shared blocks of a ``dead`` one it replaces are used again
+        (allocating them costs more than starting the process)."""
         parent_conn, child_conn = self._context.Pipe()
-        slot = self._context.Array("d", _SLOT_SIZE, lock=False)
-        buffer = self._context.RawArray("B", 2 * _HALF)
-        log = self._context.RawArray("B", LOG_BYTES)
+        if dead is not None and dead.log is not None:
+            slot, buffer, log = dead.slot, dead.buffer, dead.log
+            slot[_SLOT_INDEX] = slot[_SLOT_START] = slot[_SLOT_BATCH] = 0.0
+        else:
+            slot = self._context.Array("d", _SLOT_SIZE, lock=False)
+            buffer = self._context.RawArray("B", 2 * _HALF)
+            log = self._context.RawArray("B", LOG_BYTES)
         process = self._context.Process(
             target=worker_main, args=(child_conn, slot, buffer, log, os.getpid()),
             name="rewardsmith-worker", daemon=True,
@@ -384,6 +390,7 @@ class WorkerPool:
     def _drive(self) -> None:
         worker: _Worker | None = None
         ahead = _Ahead()
+        spare = _Spare(self)
         try:
             while True:
                 if ahead.job is not None:
@@ -399,7 +406,7 @@ class WorkerPool:
                         if worker is not None:  # exited on its own (after a MemoryError)
                             self._kill(worker, replaced=False)
                         worker, sent = self._spawn(), False
-                    worker = self._run_job(worker, job, sent, ahead)
+                    worker = self._run_job(worker, job, sent, ahead, spare)
                 except BaseException as exc:  # noqa: BLE001 - never lose a caller's future
                     if not job.future.done():
                         job.future.set_exception(exc)
@@ -415,6 +422,7 @@ class WorkerPool:
                 worker.process.join(timeout=1)
                 # The worker's group: daemons its calls left behind.
                 self._kill(worker, replaced=False)
+            spare.close()
 
     def _ensure_program(self, worker: _Worker, key: str) -> None:
         if key in worker.known:
@@ -456,7 +464,8 @@ class WorkerPool:
         self._send_batch(worker, blob)
         ahead.worker = worker
 
-    def _run_job(self, worker: _Worker, job: _Job, sent: bool, ahead: _Ahead) -> _Worker:
+    def _run_job(self, worker: _Worker, job: _Job, sent: bool, ahead: _Ahead,
+                 spare: _Spare) -> _Worker:
         size = len(job.items)
         values: list[Any] = [None] * size
         failures: dict[int, Outcome] = {}
@@ -490,12 +499,12 @@ class WorkerPool:
                             failures[index] = got_failures[position]
                 if flag == RECYCLE:  # the worker exits after this reply: replace it now
                     self._kill(worker)
-                    worker = self._spawn()
+                    worker = spare.replace(worker)
                 break
             if failed_at < 0:  # the batch itself could not be run: every call gets why
                 for index in todo:
                     failures[index] = failure
-                worker = self._spawn()
+                worker = spare.replace(worker)
                 break
             # The worker was killed (timeout, memory) or died at position ``failed_at``: that
             # call gets the failure, the calls it had finished come from its result log, and
@@ -514,7 +523,7 @@ class WorkerPool:
             # Async calls cut off by another call's block run again one at a time, so that a
             # second blocking call cannot cut them off again.
             concurrency = min(concurrency, 1)
-            worker = self._spawn()
+            worker = spare.replace(worker)
             if not pending:
                 break
         if not job.future.done():
@@ -588,6 +597,71 @@ def _extra(job: _Job, pending: list[int] | None, concurrency: int) -> Any:
         return None
     limits = list(job.limits) if pending is None else [job.limits[i] for i in pending]
     return (limits, concurrency)
+
+
+class _Spare:
+    """A worker started ahead of need, so that a killed worker is replaced at once.
+
+    Only a driver that has had to replace a worker keeps one: a run without faults starts no
+    extra process. The spare starts in a thread of its own and loads every registered program,
+    so the time a replacement takes (a fork, loading the reward) is spent off the critical path.
+    """
+
+    def __init__(self, pool: WorkerPool):
+        self.pool = pool
+        self.future: Future[_Worker] | None = None
+        self.free: list[_Worker] = []  # dead workers whose shared blocks can be used again
+
+    def replace(self, dead: _Worker) -> _Worker:
+        """A worker to take over from ``dead`` (killed and reaped)."""
+        worker: _Worker | None = None
+        if self.future is not None:
+            try:
+                worker = self.future.result()
+            except Exception:  # noqa: BLE001 - start one the usual way below
+                worker = None
+            self.future = None
+            if worker is not None and not worker.process.is_alive():
+                self.pool._kill(worker, replaced=False)
+                worker = None
+        if worker is None:
+            worker = self.pool._spawn(dead)
+        else:
+            self.free.append(dead)
+        self._prepare_next()
+        return worker
+
+    def _prepare_next(self) -> None:
+        future: Future[_Worker] = Future()
+        dead = self.free.pop() if self.free else None
+        programs = dict(self.pool._programs)
+
+        def start() -> None:
+            try:
+                worker = self.pool._spawn(dead)
+                for key, blob in programs.items():
+                    worker.conn.send_bytes(pickle.dumps(("register", key, blob)))
+                    reply = pickle.loads(worker.conn.recv_bytes())
+                    if reply[2] is None:
+                        worker.known.add(key)
+                future.set_result(worker)
+            except BaseException as exc:  # noqa: BLE001 - the driver starts one itself
+                future.set_exception(exc)
+
+        threading.Thread(target=start, name="rewardsmith-spare", daemon=True).start()
+        self.future = future
+
+    def close(self) -> None:
+        if self.future is None:
+            return
+        try:
+            worker = self.future.result(timeout=30)
+        except Exception:  # noqa: BLE001 - nothing started, nothing to stop
+            return
+        with contextlib.suppress(Exception):
+            worker.conn.send_bytes(pickle.dumps(("stop",)))
+        worker.process.join(timeout=1)
+        self.pool._kill(worker, replaced=False)
 
 
 class _Ahead:

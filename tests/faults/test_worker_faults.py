@@ -133,6 +133,20 @@ def test_a_timed_out_call_takes_the_processes_it_started_with_it(tmp_path: Path)
         assert children and wait_gone(children, 2.0) == []
 
 
+@pytest.mark.parametrize("then", ["segfault:2", "hang:2", None])
+def test_processes_a_reward_left_behind_end_with_their_worker(tmp_path: Path,
+                                                             then: str | None) -> None:
+    pids = tmp_path / "pids"
+    rubric = Rubric([Component("f", spec("faulty"), timeout=1.0,
+                               params={"pid_file": str(pids)})])
+    with Engine(rubric, workers=1) as engine:
+        engine.score_group(group(["leave:1", *([then] if then else [])]))
+        children = [int(p) for p in pids.read_text().split()]
+        if then is not None:  # the worker crashed or was killed: its leftovers go with it
+            assert wait_gone(children, 2.0) == []
+    assert wait_gone(children, 2.0) == []  # and at the latest when the engine closes
+
+
 def test_no_worker_outlives_a_parent_killed_with_sigkill(tmp_path: Path) -> None:
     script = tmp_path / "run.py"
     pids = tmp_path / "pids"

@@ -1,0 +1,183 @@
+"""Fault soak: a run where 1% of rollouts each crash, hang, block, hog memory, flood stdout or
+leave processes behind, through `rewardsmith score` as a user runs it.
+
+Checks that the run comes back complete (one scored line per rollout, each with the status
+its fault calls for), that each sync call ran exactly once and each async call finished
+exactly once, that no process is left afterwards, that stdout is parseable JSONL, and that the
+run took at most 1.5x the same run without faults plus the time the timeouts take.
+
+    python benchmarks/bench_faults.py [--rollouts 20000] [--rate 0.01] [--timeout 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SYNC_FAULTS = ["segfault", "hang", "hog", "print", "spawn"]
+# What each fault must come back as.
+EXPECTED = {"segfault": "error", "hang": "timeout", "hog": "error", "print": "ok", "spawn": "ok",
+            "block": "timeout", "ok": "ok"}
+
+
+def make_rollouts(count: int, rate: float, faults: bool, seed: int = 7) -> list[dict[str, str]]:
+    chooser = random.Random(seed)
+    rows = []
+    per_kind = round(count * rate) if faults else 0
+    kinds = [k for k in SYNC_FAULTS for _ in range(per_kind)]
+    kinds += ["block"] * per_kind
+    kinds += ["ok"] * (count - len(kinds))
+    chooser.shuffle(kinds)
+    for index, kind in enumerate(kinds):
+        sync_fault = kind if kind in SYNC_FAULTS else "ok"
+        async_fault = "block" if kind == "block" else "ok"
+        rows.append({"id": f"r{index}", "group": f"g{index // 8}", "prompt": "p",
+                     "completion": f"{sync_fault}/{async_fault}/r{index}", "answer": kind})
+    return rows
+
+
+def rubric_text(timeout: float, memory_mb: int) -> str:
+    rewards = HERE / "soak_rewards.py"
+    return (f"name: soak\ntimeout: {timeout}\nmemory_limit: {memory_mb}\ncomponents:\n"
+            f"  sync:  {{reward: '{rewards}:sync_part'}}\n"
+            f"  async: {{reward: '{rewards}:async_part'}}\n")
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+@dataclass
+class RunResult:
+    seconds: float
+    exit_code: int
+    scored: list[dict[str, Any]]
+    unparseable: int  # stdout lines that are not JSON
+    events: Counter[tuple[str, str, str]]  # (start|done, component, rollout) -> count
+    spawned: int
+    left: list[int]  # processes started by rewards still running after the run
+
+
+def run(folder: Path, name: str, rows: list[dict[str, str]], timeout: float, memory_mb: int,
+        workers: int) -> RunResult:
+    data = folder / f"{name}.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rubric = folder / "rubric.yaml"
+    rubric.write_text(rubric_text(timeout, memory_mb))
+    log, pids = folder / f"{name}.calls", folder / f"{name}.pids"
+    env = dict(os.environ, SOAK_LOG=str(log), SOAK_PIDS=str(pids))
+    command = [sys.executable, "-m", "rewardsmith", "score", str(data), "--rubric", str(rubric),
+               "--workers", str(workers), "--no-store", "--max-error-rate", "1.0"]
+    started = time.perf_counter()
+    with open(folder / f"{name}.stderr", "wb") as errors:
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=errors, env=env,
+                              timeout=3600)
+    seconds = time.perf_counter() - started
+    scored, unparseable = [], 0
+    for line in done.stdout.decode("utf-8", "replace").splitlines():
+        try:
+            scored.append(json.loads(line))
+        except json.JSONDecodeError:
+            unparseable += 1
+    events: Counter[tuple[str, str, str]] = Counter()
+    if log.exists():
+        for line in log.read_text().splitlines():
+            event, component, rollout = line.split()
+            events[(event, component, rollout)] += 1
+    spawned = [int(p) for p in pids.read_text().split()] if pids.exists() else []
+    time.sleep(0.5)
+    return RunResult(seconds, done.returncode, scored, unparseable, events, len(spawned),
+                     [p for p in spawned if alive(p)])
+
+
+def count(events: Counter[tuple[str, str, str]], event: str, component: str) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for (seen, part, rollout), times in events.items():
+        if seen == event and part == component:
+            out[rollout] += times
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--rollouts", type=int, default=20000)
+    parser.add_argument("--rate", type=float, default=0.01, help="share of each fault")
+    parser.add_argument("--timeout", type=float, default=1.0, help="per-call limit, seconds")
+    parser.add_argument("--memory", type=int, default=256, help="per-call limit, MB")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    rows = make_rollouts(args.rollouts, args.rate, True)
+    clean_rows = make_rollouts(args.rollouts, args.rate, False)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        clean = run(folder, "clean", clean_rows, args.timeout, args.memory, args.workers)
+        faulty = run(folder, "faulty", rows, args.timeout, args.memory, args.workers)
+    kind_of = {r["id"]: r["answer"] for r in rows}
+    problems: list[str] = []
+    by_id = {s["id"]: s for s in faulty.scored}
+    if len(by_id) != len(rows):
+        problems.append(f"{len(by_id)} scored lines for {len(rows)} rollouts")
+    wrong: Counter[tuple[str, str | None]] = Counter()
+    for rollout_id, kind in kind_of.items():
+        got = by_id.get(rollout_id, {}).get("status")
+        if got != EXPECTED[kind]:
+            wrong[(kind, got)] += 1
+    if wrong:
+        problems.append(f"wrong statuses: {dict(wrong)}")
+    sync_starts = count(faulty.events, "start", "sync")
+    if set(sync_starts) != set(kind_of) or max(sync_starts.values()) != 1:
+        again = sum(n - 1 for n in sync_starts.values() if n > 1)
+        problems.append(f"sync calls: {len(sync_starts)} rollouts called, {again} called again")
+    async_done = count(faulty.events, "done", "async")
+    async_starts = sum(count(faulty.events, "start", "async").values())
+    blocked = sum(1 for k in kind_of.values() if k == "block")
+    if max(async_done.values(), default=1) != 1 or len(async_done) != len(rows) - blocked:
+        problems.append("async calls did not each finish exactly once")
+    if faulty.left:
+        problems.append(f"processes left running: {faulty.left}")
+    if faulty.unparseable:
+        problems.append(f"{faulty.unparseable} stdout lines are not JSON")
+    waits = sum(1 for k in kind_of.values() if k in ("hang", "block")) * args.timeout
+    allowed = 1.5 * clean.seconds + waits / args.workers
+    if faulty.seconds > allowed:
+        problems.append(f"took {faulty.seconds:.1f} s, allowed {allowed:.1f} s")
+    print("| run | rollouts | seconds | exit | scored lines | stdout lines not JSON |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, result in (("no faults", clean), ("faults", faulty)):
+        print(f"| {name} | {args.rollouts} | {result.seconds:.1f} | {result.exit_code} | "
+              f"{len(result.scored)} | {result.unparseable} |")
+    print()
+    print(f"faults: {round(args.rollouts * args.rate)} each of "
+          f"{', '.join(SYNC_FAULTS + ['block'])}; per-call timeout {args.timeout:g} s, "
+          f"memory limit {args.memory} MB, {args.workers} workers")
+    print(f"statuses: {dict(Counter(s['status'] for s in faulty.scored))}")
+    print(f"sync calls: {sum(sync_starts.values())} for {len(rows)} rollouts; async calls "
+          f"started {async_starts}, finished {sum(async_done.values())} ({blocked} blocked, "
+          f"killed at their limit; calls cut off by them ran again)")
+    print(f"processes started by rewards: {faulty.spawned}, left running: {len(faulty.left)}")
+    print(f"time: {faulty.seconds:.1f} s with faults, {clean.seconds:.1f} s without; allowed "
+          f"{allowed:.1f} s (1.5x + {waits:g} s of timeouts over {args.workers} workers); "
+          f"ratio {faulty.seconds / clean.seconds:.2f}x")
+    for problem in problems:
+        print(f"FAIL: {problem}")
+    print("PASS" if not problems else "FAILED")
+    return 0 if not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
