@@ -11,7 +11,10 @@ OpenRLHF           ``--reward.remote_url`` the file of ``rewardsmith.integration
 =================  =====================================================================
 
 None of them imports its trainer. The rubric comes from the adapter's argument, the
-environment variable ``REWARDSMITH_RUBRIC``, or a sample's own ``rubric``.
+environment variable ``REWARDSMITH_RUBRIC``, or a sample's own ``rubric``. Every adapter cuts
+end-of-turn texts from the completion's end (``rewardsmith.endtext``) and logs a component named
+like a trainer's own key as ``component_<name>``, so one rubric gives the same reward and the
+same logged values in every trainer.
 """
 
 from __future__ import annotations
