@@ -7,6 +7,7 @@ loaded in a worker; a reward that fails the same way every time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -171,6 +172,57 @@ def test_no_worker_outlives_a_parent_killed_with_sigkill(tmp_path: Path) -> None
         os.kill(child.pid, signal.SIGKILL)
         child.wait(10)
         assert wait_gone(tree, 2.0) == []  # every worker and what they started, within 2 s
+    finally:
+        if child.poll() is None:
+            child.kill()
+
+
+def _wait_for_children(pids: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not (pids.exists() and pids.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pids.exists(), "the reward never started"
+
+
+@pytest.mark.parametrize("verb", ["score", "serve"])
+def test_no_worker_outlives_the_cli_killed_with_sigkill(tmp_path: Path, verb: str) -> None:
+    pids = tmp_path / "pids"
+    rubric = tmp_path / "rubric.yaml"
+    rubric.write_text(f"name: k\ntimeout: 600\ncomponents:\n  f: {{reward: '{spec('faulty')}', "
+                      f"params: {{pid_file: '{pids}'}}}}\n")
+    rollouts = tmp_path / "r.jsonl"
+    rollouts.write_text('{"id": "1", "completion": "spawn:1"}\n{"id": "2", "completion": "hang"}\n')
+    command = [sys.executable, "-m", "rewardsmith", verb]
+    if verb == "score":
+        command += [str(rollouts), "--rubric", str(rubric), "--workers", "2", "--no-store"]
+    else:
+        command += ["--rubric", str(rubric), "--port", "0", "--workers", "2"]
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True, cwd=tmp_path)
+    try:
+        if verb == "serve":
+            import httpx
+
+            assert child.stderr is not None
+            url = None
+            while url is None:
+                line = child.stderr.readline()
+                assert line, "the server did not start"
+                if "running on http://127.0.0.1:" in line:
+                    url = line.split("running on ", 1)[1].split()[0]
+            body = {"rollouts": [{"id": "1", "completion": "spawn:1"},
+                                 {"id": "2", "completion": "hang"}]}
+            def ask() -> None:
+                with contextlib.suppress(httpx.HTTPError):  # the server is killed meanwhile
+                    httpx.post(f"{url}/score", json=body, timeout=60)
+
+            threading.Thread(target=ask, daemon=True).start()
+        _wait_for_children(pids)
+        tree = descendants(child.pid)
+        assert len(tree) >= 3
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+        assert wait_gone(tree, 2.0) == []
     finally:
         if child.poll() is None:
             child.kill()
