@@ -21,6 +21,7 @@ RUNS = {
     "bench_rescore.py": ["--rollouts", "3200"],
     "bench_judge.py": ["--rollouts", "100", "--latency", "0.02"],
     "bench_server.py": ["--clients", "8", "--seconds", "2", "--max-requests", "100"],
+    "bench_ifeval.py": ["--rows", "300", "--repeats", "1"],
 }
 
 
