@@ -109,16 +109,6 @@ class _Stream:
         self._at += words
 
 
-def _normalized_top(prob: Any) -> float:
-    # Python's own sum, as langdetect adds them; dividing by a positive total keeps order, so
-    # the largest share is the largest value divided by it, rounded the same way.
-    values = prob.tolist()
-    total = sum(values)
-    prob /= total
-    top: float = max(values) / total
-    return top
-
-
 @lru_cache(maxsize=1)
 def _detector_class() -> Any:
     from langdetect.detector import Detector
@@ -196,14 +186,22 @@ def _detector_class() -> Any:
                 # Row u holds update u's factors; rows are fetched in blocks as they are needed.
                 factors = weighted[where[picked[:_BLOCK]]]
                 np.multiply(prob, factors[0], out=prob)
-                done = 1  # updates made; langdetect checks after the first, then every fifth
-                while _normalized_top(prob) <= self.CONV_THRESHOLD and \
-                        done - 1 < _MAX_UPDATES_PAST_FIRST:
-                    if done + 5 > len(factors):
-                        more = weighted[where[picked[len(factors):len(factors) + 4 * _BLOCK]]]
+                done, fetched = 1, len(factors)  # updates made; langdetect checks after the
+                # first update, then after every fifth
+                reduce, limit, converged = np.multiply.reduce, _MAX_UPDATES_PAST_FIRST + 1, \
+                    self.CONV_THRESHOLD
+                while True:
+                    values = prob.tolist()  # Python's own sum, as langdetect adds them; the
+                    mass = sum(values)  # largest share is the largest value over the sum
+                    prob /= mass
+                    if max(values) / mass > converged or done >= limit:
+                        break
+                    if done + 5 > fetched:
+                        more = weighted[where[picked[fetched:fetched + 4 * _BLOCK]]]
                         factors = np.concatenate((factors, more))
+                        fetched = len(factors)
                     factors[done - 1] = prob  # a used row becomes the running product
-                    np.multiply.reduce(factors[done - 1:done + 5], axis=0, out=prob)
+                    reduce(factors[done - 1:done + 5], axis=0, out=prob)
                     done += 5
                 stream.skip(int(used_words[done - 1]))
                 total += prob / self.n_trial
