@@ -135,24 +135,31 @@ def _unwrap(answer: Any) -> Mapping[str, Any]:
     return answer
 
 
+def _name_misfits(position: int, instruction_id: str, given: Mapping[str, Any],
+                   takes: Mapping[str, Any]) -> None:
+    where = f"ifeval: instruction {position} ({instruction_id})"
+    extra = sorted(set(given) - set(takes))
+    if extra:
+        raise ValueError(f"{where}: takes no kwarg(s) {', '.join(map(repr, extra))}; "
+                         f"it takes {sorted(takes) or 'none'}")
+    missing = sorted(set(takes) - set(given))
+    raise ValueError(f"{where}: missing kwarg(s) {', '.join(map(repr, missing))}")
+
+
 def _read_one(position: int, instruction_id: Any, raw: Any) -> Instruction:
-    where = f"ifeval: instruction {position}"
-    if not isinstance(instruction_id, str) or instruction_id not in KWARGS:
-        raise ValueError(f"{where}: unknown instruction id {instruction_id!r}")
+    takes = KWARGS.get(instruction_id) if isinstance(instruction_id, str) else None
+    if takes is None:
+        raise ValueError(f"ifeval: instruction {position}: unknown instruction id "
+                         f"{instruction_id!r}")
     if raw is None:
         raw = {}
     if not isinstance(raw, Mapping):
-        raise ValueError(f"{where} ({instruction_id}): kwargs must be an object, got {raw!r}")
-    takes = KWARGS[instruction_id]
+        raise ValueError(f"ifeval: instruction {position} ({instruction_id}): kwargs must be an "
+                         f"object, got {raw!r}")
     given = {str(k): v for k, v in raw.items() if v is not None}
-    extra = sorted(set(given) - set(takes))
-    if extra:
-        raise ValueError(f"{where} ({instruction_id}): takes no kwarg(s) "
-                         f"{', '.join(map(repr, extra))}; it takes {sorted(takes) or 'none'}")
-    missing = sorted(set(takes) - set(given))
-    if missing:
-        raise ValueError(f"{where} ({instruction_id}): missing kwarg(s) "
-                         f"{', '.join(map(repr, missing))}")
+    if given.keys() != takes.keys():
+        _name_misfits(position, instruction_id, given, takes)
+    where = f"ifeval: instruction {position}"
     values: dict[str, Any] = {}
     for name, reader in takes.items():
         try:
@@ -184,9 +191,6 @@ def _from_mapping(answer: Mapping[str, Any]) -> tuple[Instruction, ...]:
     return tuple(_read_one(i, iid, raw) for i, (iid, raw) in enumerate(zip(ids, kwargs)))
 
 
-_KEY_ENCODER = json.JSONEncoder(allow_nan=False)
-
-
 @lru_cache(maxsize=4096)
 def _from_json(text: str) -> tuple[Instruction, ...]:
     try:
@@ -203,10 +207,4 @@ def parse_instructions(answer: Any) -> tuple[Instruction, ...]:
                          "and 'kwargs'")
     if isinstance(answer, str):
         return _from_json(answer)
-    try:
-        # Every sample of a prompt carries the same constraints: read them once, keyed by
-        # their JSON (which only plain JSON values have, so nothing else can share a key).
-        key = _KEY_ENCODER.encode(answer)
-    except (TypeError, ValueError):
-        return _from_mapping(_unwrap(answer))
-    return _from_json(key)
+    return _from_mapping(_unwrap(answer))
