@@ -9,6 +9,7 @@ Routes: ``POST /score`` (rollouts or whole groups -> scores, components, advanta
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING, Any
 
 from ._config import ServerConfig, require_server_extra
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
     from ..engine import Engine
     from ._run import ServerThread
 
-__all__ = ["ServerConfig", "ServerThread", "create_app", "require_server_extra", "serve"]
+__all__ = ["ServerConfig", "ServerThread", "create_app", "listen", "require_server_extra",
+           "serve"]
 
 
 def create_app(config: ServerConfig, engine: Engine | None = None) -> Any:
@@ -31,12 +33,30 @@ def create_app(config: ServerConfig, engine: Engine | None = None) -> Any:
     return asgi
 
 
-def serve(config: ServerConfig, engine: Engine | None = None, *, access_log: bool = False) -> None:
-    """Serve in the foreground until SIGINT/SIGTERM; requests in flight finish first."""
+def listen(host: str, port: int) -> list[socket.socket]:
+    """Bind the server's sockets now: a port in use is a ``ConfigError`` before anything runs."""
+    from ._listen import listen as bind
+
+    return bind(host, port)
+
+
+def serve(config: ServerConfig, engine: Engine | None = None, *, access_log: bool = False,
+          sockets: list[socket.socket] | None = None) -> None:
+    """Serve in the foreground until SIGINT/SIGTERM; requests in flight finish first.
+
+    ``sockets`` from ``listen`` (default: bound here, before the engine starts)."""
     require_server_extra()
+    if sockets is None:
+        sockets = listen(config.host, config.port)
     from ._run import make_server
 
-    make_server(config, engine, access_log=access_log).run()
+    try:
+        server = make_server(config, engine, access_log=access_log)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    server.run(sockets)
 
 
 def __getattr__(name: str) -> Any:

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Query
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 from .. import __version__
@@ -31,7 +32,6 @@ from ._config import ServerConfig
 from ._guard import Guard
 from ._metrics import CONTENT_TYPE, ServerMetrics
 from ._models import (
-    ErrorReply,
     HealthReply,
     OpenRLHFReply,
     OpenRLHFRequest,
@@ -40,6 +40,7 @@ from ._models import (
     SlimeDetail,
     SlimeRequest,
 )
+from ._openapi import error_responses, state_limits, validation_reply
 from ._service import ScoringService, invalid, request_groups, with_advantages
 
 __all__ = ["build_app"]
@@ -47,16 +48,8 @@ __all__ = ["build_app"]
 ROUTES = frozenset({"/score", "/get_reward", "/openrlhf", "/slime", "/health", "/metrics"})
 
 
-def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    text = {401: "Missing or wrong bearer token (--token-env).",
-            413: "Request body larger than --max-body-bytes.",
-            422: "Invalid body, or more rollouts than --max-batch.",
-            429: "Queue full (--queue-limit); retry after the Retry-After seconds.",
-            504: "Scoring took longer than --request-timeout."}
-    return {code: {"model": ErrorReply, "description": text[code]} for code in codes}
-
-
-_POST_ERRORS = _errors(401, 413, 422, 429, 504)
+_errors = error_responses
+_POST_ERRORS = _errors(400, 401, 408, 413, 422, 429, 503, 504)
 
 
 def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
@@ -70,7 +63,8 @@ def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
-        # Runs after uvicorn has let the requests in flight finish.
+        # Runs after uvicorn has let the requests in flight finish (or answered them 503).
+        await service.abandon()
         await asyncio.to_thread(engine.close)
 
     app = FastAPI(
@@ -79,7 +73,16 @@ def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
         description=f"Scores rollouts with the rubric {rubric.name!r} "
                     f"(components: {', '.join(rubric.names)}).",
         lifespan=lifespan,
+        exception_handlers={RequestValidationError: validation_reply},
     )
+    generated = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        fresh = app.openapi_schema is None
+        schema = generated()
+        return state_limits(schema, config.max_batch) if fresh else schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     # ``service`` is bound below; the gauge reads it only when Prometheus scrapes.
     metrics = ServerMetrics(engine.usage, lambda: service.in_flight)
     service = ScoringService(engine, config, metrics)
@@ -148,7 +151,7 @@ def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
             out[log_key(name)] = 0.0 if value is None else value
         return JSONResponse(out)
 
-    @app.get("/health", response_model=HealthReply, responses=_errors(401),
+    @app.get("/health", response_model=HealthReply, responses=_errors(401, 408),
              summary="Liveness and the rubric served (no token needed)")
     async def health() -> dict[str, Any]:
         return {"status": "ok", "rubric": rubric.name, "rubric_id": rubric.id,
@@ -157,12 +160,12 @@ def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
 
     @app.get("/metrics", response_class=Response, responses={
         200: {"content": {"text/plain": {}}, "description": "Prometheus text format"},
-        **_errors(401)}, summary="Prometheus metrics")
+        **_errors(401, 408)}, summary="Prometheus metrics")
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     return Guard(app, token=config.token, max_body_bytes=config.max_body_bytes, metrics=metrics,
-                 routes=ROUTES), app
+                 routes=ROUTES, retry_after=config.retry_after), app
 
 
 def _by_label(rollouts: list[Rollout]) -> list[list[Rollout]]:

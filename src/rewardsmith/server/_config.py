@@ -19,7 +19,9 @@ class ServerConfig:
     (413), ``queue_limit`` the rollouts accepted and not yet scored across all requests (429 with
     ``Retry-After`` past it), ``request_timeout`` the seconds a request may take (504).
     ``token`` turns on bearer-token checks (401). ``workers`` is the engine's worker processes.
-    ``graceful_timeout`` is how long shutdown waits for requests in flight.
+    ``graceful_timeout`` is how long shutdown waits for requests in flight (503 with
+    ``Retry-After`` to those still running then). ``read_timeout`` is how long a request's
+    headers and body may take to arrive (408 and the connection closed past it).
     """
 
     rubric: Rubric
@@ -32,6 +34,7 @@ class ServerConfig:
     queue_limit: int = 32768
     request_timeout: float = 120.0
     graceful_timeout: float = 30.0
+    read_timeout: float = 30.0
     retry_after: int = 1
     log_level: str = "info"
 
@@ -41,7 +44,7 @@ class ServerConfig:
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name.replace('_', '-')} must be a whole number >= 1, "
                                   f"not {value!r}")
-        for name in ("request_timeout", "graceful_timeout"):
+        for name in ("request_timeout", "graceful_timeout", "read_timeout"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ConfigError(f"{name.replace('_', '-')} must be a number of seconds > 0, "

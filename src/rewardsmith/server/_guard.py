@@ -1,12 +1,19 @@
-"""The gate in front of every route: bearer token, body size, request metrics.
+"""The gate in front of every route: bearer token, body size, request metrics, shutdown.
 
 A plain ASGI middleware (not Starlette's ``BaseHTTPMiddleware``, which costs a task and a copy
 per request). The body is read here, up to the limit, so a request that is too large is refused
 with 413 before any of it is parsed, whether it declares its length or streams it in chunks.
+A client that goes away before its body is in reaches no route.
+
+When the server shuts down and a request is still being scored at the end of the graceful
+timeout, uvicorn cancels it; the gate answers it 503 with ``Retry-After`` (another server, or
+this one restarted, can take it) instead of letting it end as a 500 and a traceback.
 """
 
 from __future__ import annotations
 
+import asyncio
+import enum
 import hmac
 import json
 import time
@@ -36,10 +43,16 @@ async def _reply(send: Send, status: int, detail: str,
     await send({"type": "http.response.body", "body": body})
 
 
+class _Unread(enum.Enum):
+    TOO_LARGE = "over --max-body-bytes"
+    GONE = "the client disconnected"
+
+
 class Guard:
     def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int,
-                 metrics: ServerMetrics, routes: frozenset[str]):
+                 metrics: ServerMetrics, routes: frozenset[str], retry_after: int = 1):
         self.app = app
+        self.retry_after = retry_after
         self._token = f"Bearer {token}".encode() if token is not None else None
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics
@@ -71,12 +84,26 @@ class Guard:
                 return
             if scope.get("method") in ("POST", "PUT", "PATCH"):
                 body = await self._read_body(receive)
-                if body is None:
+                if body is _Unread.GONE:
+                    # The client left (or was cut off) mid-body: nobody to answer. Counted
+                    # with nginx's 499 "client closed request", not as a server error.
+                    code, sent = 499, True
+                    return
+                if body is _Unread.TOO_LARGE:
                     self.metrics.rejected.labels("body_too_large").inc()
                     await _reply(watched_send, 413, self._too_large())
                     return
                 receive = _replay(body, receive)
             await self.app(scope, receive, watched_send)
+        except asyncio.CancelledError:
+            # Only uvicorn's shutdown cancels a request (past --graceful-timeout).
+            if sent:
+                raise
+            self.metrics.rejected.labels("shutdown").inc()
+            await _reply(watched_send, 503, "the server is shutting down and could not finish "
+                         "this request within --graceful-timeout; retry it (the rollouts were "
+                         "not scored here)", [(b"retry-after", str(self.retry_after).encode()),
+                                              (b"connection", b"close")])
         finally:
             self.metrics.observe(route, str(scope.get("method", "")), code if sent else 500,
                                  time.perf_counter() - started)
@@ -109,17 +136,18 @@ class Guard:
         return (f"request body too large{size}: the limit is {self.max_body_bytes} bytes "
                 "(--max-body-bytes); send fewer rollouts per request")
 
-    async def _read_body(self, receive: Receive) -> bytes | None:
+    async def _read_body(self, receive: Receive) -> bytes | _Unread:
+        """The whole body, or why there is none."""
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                break
+                return _Unread.GONE
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
-                return None
+                return _Unread.TOO_LARGE
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break

@@ -1,10 +1,16 @@
-"""Request and response bodies of the reward server (they make its OpenAPI schema)."""
+"""Request and response bodies of the reward server (they make its OpenAPI schema).
+
+The schema says what the routes enforce: a field that is a boolean takes only ``true`` or
+``false`` (not ``"yes"`` or ``1``), and a list that may be left out may not be ``null`` either.
+Limits that depend on the server's options (``--max-batch``) are added per server by
+``_openapi.state_limits``.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 from pydantic.config import JsonDict
 
 __all__ = [
@@ -56,7 +62,7 @@ class RolloutIn(BaseModel):
     response: TextOrMessages | None = None
     answer: Any = Field(None, description="The reference answer (aliases: label, ground_truth).")
     metadata: dict[str, Any] | None = None
-    truncated: bool | None = None
+    truncated: StrictBool | None = None
     finish_reason: str | None = Field(None, description="'length' marks it truncated.")
 
     @model_validator(mode="after")
@@ -66,23 +72,46 @@ class RolloutIn(BaseModel):
         return self
 
 
+def _score_request_schema(schema: JsonDict) -> None:
+    schema["examples"] = [{"rollouts": [_EXAMPLE_ROLLOUT], "advantages": True,
+                           "trainer": "verl"}]
+    schema["oneOf"] = [{"required": ["rollouts"]}, {"required": ["groups"]}]
+    properties = schema.get("properties")
+    for key in ("rollouts", "groups"):  # a list or absent: null is refused, so not offered
+        field = properties.get(key) if isinstance(properties, dict) else None
+        branches = field.get("anyOf") if isinstance(field, dict) else None
+        if not isinstance(field, dict) or not isinstance(branches, list):
+            continue
+        arrays = [b for b in branches if isinstance(b, dict) and b.get("type") == "array"]
+        if len(arrays) == 1:
+            del field["anyOf"]
+            field.pop("default", None)
+            field.update(arrays[0])
+
+
 class ScoreRequest(BaseModel):
     """Rollouts to score: a flat list (grouped by ``group``) or a list of whole groups."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={
-        "examples": [{"rollouts": [_EXAMPLE_ROLLOUT], "advantages": True, "trainer": "verl"}],
-        "oneOf": [{"required": ["rollouts"]}, {"required": ["groups"]}]})
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_score_request_schema)
+    # Absent is fine, null is not: ``_not_null`` refuses it and the schema leaves it out.
     rollouts: list[RolloutIn] | None = Field(
         None, min_length=1,
         description="Rollouts in any order; those with the same group form one group.")
     groups: list[Annotated[list[RolloutIn], Field(min_length=1)]] | None = Field(
         None, min_length=1,
         description="Whole groups: each inner list is one group (give this or rollouts).")
-    advantages: bool = Field(True, description="Compute GRPO advantages per group.")
+    advantages: StrictBool = Field(True, description="Compute GRPO advantages per group.")
     trainer: Literal["rewardsmith", "verl", "trl", "slime", "miles", "openrlhf", "nemo"] | None = Field(
         None, description="Use this trainer's advantage formula (method, eps, std); "
         "equal groups still get exactly 0.")
     method: Literal["grpo", "dr_grpo", "rloo"] | None = None
+
+    @field_validator("rollouts", "groups", mode="before")
+    @classmethod
+    def _not_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("must be a list of rollouts, not null (or leave the key out)")
+        return value
 
     @model_validator(mode="after")
     def _one_form(self) -> ScoreRequest:
@@ -122,9 +151,12 @@ class OpenRLHFRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
         "query": ["Q: 2+3? A: 5"], "prompts": ["Q: 2+3? A:"], "labels": ["5"]}]})
-    query: list[str]
-    prompts: list[str] | None = None
-    labels: list[Any] | None = None
+    query: list[str] = Field(description="One text per sample: its prompt and response.")
+    prompts: list[str] | None = Field(
+        None, description="The prompts, as many as there are queries (422 otherwise); "
+        "each is cut from the front of its query.")
+    labels: list[Any] | None = Field(
+        None, description="The reference answers, as many as there are queries (422 otherwise).")
 
 
 class OpenRLHFReply(BaseModel):

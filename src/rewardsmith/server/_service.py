@@ -92,6 +92,7 @@ class ScoringService:
         self.config = config
         self.metrics = metrics
         self.in_flight = 0  # rollouts admitted and not yet scored (the loop is single-threaded)
+        self._work: set[asyncio.Future[Any]] = set()
 
     async def admit(self, size: int, work: Callable[[], Awaitable[T]]) -> T:
         """Run ``work`` for ``size`` rollouts: 429 when the queue is full, 504 past the timeout."""
@@ -103,10 +104,12 @@ class ScoringService:
                 headers={"Retry-After": str(self.config.retry_after)})
         self.in_flight += size
         task = asyncio.ensure_future(work())
+        self._work.add(task)
 
         def release(done: asyncio.Future[Any]) -> None:
             # A timed-out request's rollouts still occupy the engine until they finish.
             self.in_flight -= size
+            self._work.discard(done)
             if not done.cancelled():
                 done.exception()  # retrieved, so an abandoned task logs no "never retrieved"
 
@@ -118,6 +121,14 @@ class ScoringService:
             raise HTTPException(
                 504, f"scoring took longer than {self.config.request_timeout:g} s "
                 "(--request-timeout)") from None
+
+    async def abandon(self) -> None:
+        """Cancel the scoring nobody waits for any more (at shutdown, before the engine closes),
+        so no call is left to complete into a closed event loop."""
+        pending = list(self._work)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
 
     async def score_groups(self, groups: Sequence[Sequence[Rollout]]) -> list[list[Score]]:
         results = await asyncio.gather(*(self.engine.ascore_group(g) for g in groups))
