@@ -1,6 +1,8 @@
 """The judge prompt: a template over the rollout's fields, plus the criteria being asked.
 
-Fields: ``{prompt}``, ``{completion}``, ``{answer}``, ``{metadata}`` (all of it, as JSON), any
+Fields: ``{prompt}``, ``{completion}``, ``{answer}``, ``{metadata}`` (all of it, as JSON),
+``{trajectory}`` (a multi-turn completion with its tool calls and tool replies, see
+``rewardsmith.trajectory.render``), any
 other name is a metadata key (``{difficulty}`` reads ``metadata["difficulty"]``), and
 ``{criteria}`` places the list of criteria (appended at the end when the template has no slot).
 Literal braces are written doubled: ``{{`` and ``}}``.
@@ -15,12 +17,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ConfigError
+from ..trajectory import render as render_trajectory
 from ..types import Rollout, message_text, stable_json
 from .config import Criterion
 
 __all__ = ["Template", "MissingField", "render_criteria", "ROLLOUT_FIELDS"]
 
-ROLLOUT_FIELDS = ("prompt", "completion", "answer", "metadata")
+ROLLOUT_FIELDS = ("prompt", "completion", "answer", "metadata", "trajectory")
 _CRITERIA_SLOT = "criteria"
 
 
@@ -54,9 +57,10 @@ class Template:
                                   f"only plain fields such as {{{field}}} are allowed")
             if field not in names:
                 names.append(field)
-        if "completion" not in names:
+        if "completion" not in names and "trajectory" not in names:
             raise ConfigError(f"{where}: the template never shows the completion: add "
-                              f"{{completion}} where the graded answer goes")
+                              f"{{completion}} (or {{trajectory}} for a multi-turn one) "
+                              f"where the graded answer goes")
         known = (*ROLLOUT_FIELDS, _CRITERIA_SLOT)
         for name in names:
             if name in known:
@@ -81,6 +85,8 @@ class Template:
                 out[name] = _as_text(rollout.answer)
             elif name == "metadata":
                 out[name] = stable_json(rollout.metadata)
+            elif name == "trajectory":
+                out[name] = render_trajectory(rollout.completion)
             else:
                 metadata = rollout.metadata if isinstance(rollout.metadata, dict) else {}
                 if name not in metadata:
