@@ -99,3 +99,23 @@ def test_json_match_options_and_failures() -> None:
         json_match("{}", None)
     with pytest.raises(ValueError, match="is a string but not JSON"):
         json_match("{}", "{oops")
+
+
+def test_bad_params_stop_the_rubric_at_load() -> None:
+    from rewardsmith import Component, Rubric, RubricError
+
+    def load(reward: str, params: dict[str, Any]) -> None:
+        Rubric([Component("c", reward, params=params)])
+
+    load("json_schema", {"schema": SCHEMA})
+    load("ifeval", {"loose": True, "mode": "all"})
+    with pytest.raises(RubricError, match="not a valid JSON Schema"):
+        load("json_schema", {"schema": {"type": "no-such-type"}})
+    with pytest.raises(RubricError, match="partial must be true or false"):
+        load("json_match", {"partial": "yes"})
+    with pytest.raises(RubricError, match="order_free must be true or false"):
+        load("tool_call", {"order_free": 1})
+    with pytest.raises(RubricError, match="mode must be 'fraction' or 'all'"):
+        load("ifeval", {"mode": "most"})
+    with pytest.raises(RubricError, match="loose must be true or false"):
+        load("ifeval", {"loose": "true"})

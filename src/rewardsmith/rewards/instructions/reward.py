@@ -11,6 +11,7 @@ the prompt repeated back meets nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .._registry import builtin
@@ -86,14 +87,18 @@ def follows(text: str, instructions: tuple[Instruction, ...], *, loose: bool = F
     return verdicts
 
 
-@builtin("ifeval", kind="verifier")
+def _check_params(params: Mapping[str, Any]) -> None:
+    if params["mode"] not in _MODES:
+        raise ValueError(f"ifeval: mode must be 'fraction' or 'all', not {params['mode']!r}")
+    if not isinstance(params["loose"], bool):
+        raise ValueError(f"ifeval: loose must be true or false, not {params['loose']!r}")
+
+
+@builtin("ifeval", kind="verifier", check=_check_params)
 def ifeval(completion: str, answer: Any, prompt: str = "", loose: bool = False,
            mode: str = "fraction") -> dict[str, float]:
     """IFEval constraints from the answer (instruction_id_list + kwargs): share met, or all."""
-    if mode not in _MODES:
-        raise ValueError(f"ifeval: mode must be 'fraction' or 'all', not {mode!r}")
-    if not isinstance(loose, bool):
-        raise ValueError(f"ifeval: loose must be true or false, not {loose!r}")
+    _check_params({"mode": mode, "loose": loose})
     instructions = parse_instructions(answer)
     verdicts = follows(completion, instructions, loose=loose, prompt=prompt or "")
     met = sum(verdicts)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["NotJSON", "read_json", "load_json", "values_equal"]
+__all__ = ["NotJSON", "read_json", "load_json", "values_equal", "require_bools"]
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -56,3 +57,10 @@ def values_equal(left: Any, right: Any) -> bool:
     if isinstance(left, list) and isinstance(right, list):
         return len(left) == len(right) and all(values_equal(a, b) for a, b in zip(left, right))
     return type(left) is type(right) and bool(left == right)
+
+
+def require_bools(reward: str, params: Mapping[str, Any], *names: str) -> None:
+    """``ValueError`` naming the first of ``names`` whose param is not true or false."""
+    for name in names:
+        if not isinstance(params.get(name), bool):
+            raise ValueError(f"{reward}: {name} must be true or false, not {params.get(name)!r}")

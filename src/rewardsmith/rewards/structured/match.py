@@ -9,10 +9,11 @@ field. With ``partial: false`` the reward is 1.0 only when every field matches.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .._registry import builtin
-from .jsontext import NotJSON, load_json, read_json, values_equal
+from .jsontext import NotJSON, load_json, read_json, require_bools, values_equal
 
 __all__ = ["json_match", "leaves"]
 
@@ -46,7 +47,11 @@ def _expected(answer: Any) -> Any:
     return answer
 
 
-@builtin("json_match", kind="verifier")
+def _check_params(params: Mapping[str, Any]) -> None:
+    require_bools("json_match", params, "partial", "allow_extra")
+
+
+@builtin("json_match", kind="verifier", check=_check_params)
 def json_match(completion: str, answer: Any, partial: bool = True,
                allow_extra: bool = True) -> dict[str, float]:
     """Share of the expected JSON's fields the completion's JSON matches (numbers by value)."""

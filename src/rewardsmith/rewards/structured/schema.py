@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -42,7 +43,12 @@ def _schema_of(schema: Any, answer: Any) -> Any:
     return source
 
 
-@builtin("json_schema", kind="verifier")
+def _check_params(params: Mapping[str, Any]) -> None:
+    if params.get("schema") is not None:  # a schema in params is checked before any rollout
+        _validator(json.dumps(_schema_of(params["schema"], None), sort_keys=True))
+
+
+@builtin("json_schema", kind="verifier", check=_check_params)
 def json_schema(completion: str, answer: Any = None, schema: Any = None) -> dict[str, float]:
     """The completion (or its last fenced block) is JSON valid against the schema (params/answer)."""
     found = _schema_of(schema, answer)

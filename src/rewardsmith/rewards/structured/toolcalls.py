@@ -25,7 +25,7 @@ from typing import Any
 
 from ...types import Rollout, message_text
 from .._registry import builtin
-from .jsontext import NotJSON, load_json, values_equal
+from .jsontext import NotJSON, load_json, require_bools, values_equal
 
 __all__ = ["tool_call", "ToolCall", "read_calls"]
 
@@ -168,7 +168,11 @@ def _best_total(scores: list[list[float]]) -> float:
     return total
 
 
-@builtin("tool_call", kind="verifier")
+def _check_params(params: Mapping[str, Any]) -> None:
+    require_bools("tool_call", params, "order_free", "partial", "loose_types")
+
+
+@builtin("tool_call", kind="verifier", check=_check_params)
 def tool_call(rollout: Rollout, order_free: bool = True, partial: bool = True,
               loose_types: bool = False) -> dict[str, float]:
     """Tool calls made (messages or JSON text) against the answer's expected calls."""
