@@ -164,7 +164,7 @@ def test_store_file_is_shared_with_other_tables(server: OpenAIServer, tmp_path: 
         assert db.execute("SELECT * FROM results").fetchall() == [("k", 1.5)]
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert tables == {"results", "judge_meta", "judge_records", "judge_calls"}
+    assert tables == {"results", "judge_meta", "judge_records", "judge_calls", "judge_history"}
 
 
 @pytest.mark.parametrize(("prepare", "message"), [

@@ -2,7 +2,12 @@
 
 It is a real HTTP/1.1 server on 127.0.0.1 (asyncio, in a thread of its own), not a mock: the
 client under test opens sockets, sends requests and reads replies as it would from a vendor.
-It grades deterministically, counts what it is asked, and misbehaves on request::
+It grades deterministically, counts what it is asked, and misbehaves on request. Besides
+pointwise grading it answers group prompts (``### Response 1`` ...), pair prompts
+(``### Response A`` / ``B``: the response with the higher ``default_grade`` wins, or always
+A with ``bias_first``), sends ``logprobs`` when asked, and serves reward-model routes with
+the request and reply shapes of vLLM (``/score``, ``/classify``, also under ``/v1``) and
+OpenRLHF's ``serve_rm`` (``/get_reward``)::
 
     with OpenAIServer(models=["judge-2024-01-01"]) as server:
         server.inject(Fault.status_code(429, retry_after="1"), Fault.reply("prose"))
@@ -20,6 +25,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import math
 import re
 import sys
 import threading
@@ -34,6 +40,10 @@ __all__ = ["Fault", "OpenAIServer", "default_grade"]
 
 _HOLD_LIMIT = 30.0  # seconds a held request waits at most
 _CRITERION_LINE = re.compile(r"^- ([A-Za-z_][A-Za-z0-9_]*) \(a number from", re.MULTILINE)
+_PAIR_LINE = re.compile(r"^- ([A-Za-z_][A-Za-z0-9_]*) \(which response is better\)", re.MULTILINE)
+_SECTION = re.compile(r"^### Response (\w+)\n", re.MULTILINE)
+_TOKEN = re.compile(r"\d+|\s+|[^\d\s]")
+_RM_ROUTES = ("/score", "/v1/score", "/classify", "/v1/classify", "/get_reward")
 Response = tuple[int, "dict[str, Any] | str", dict[str, str]]
 
 
@@ -89,13 +99,16 @@ class OpenAIServer:
 
     def __init__(self, *, models: Iterable[str] = ("judge-2024-01-01",),
                  api_key: str | None = None, latency: float = 0.0, list_models: bool = True,
-                 style: str = "json", grade: Callable[[str, str], float] = default_grade):
+                 style: str = "json", grade: Callable[[str, str], float] = default_grade,
+                 bias_first: bool = False):
         self.models = list(models)
         self.api_key = api_key
         self.latency = latency
         self.list_models = list_models
         self.style = style
         self.grade = grade
+        self.bias_first = bias_first
+        self.reward_batches: list[int] = []  # rollouts in each reward-model request
         self._lock = threading.Lock()
         self._faults: deque[Fault] = deque()
         self._hold_after: int | None = None
@@ -231,6 +244,8 @@ class OpenAIServer:
         if method == "GET" and path == "/v1/models" and self.list_models:
             return self._unauthorized(headers) or (200, {"object": "list", "data": [
                 {"id": m, "object": "model", "owned_by": "test"} for m in self.models]}, {})
+        if method == "POST" and path in _RM_ROUTES:
+            return self._reward_model(path, raw)
         if method != "POST" or path != "/v1/chat/completions":
             return 404, {"error": {"message": f"no route {method} {path}"}}, {}
         auth = headers.get("authorization")
@@ -295,11 +310,21 @@ class OpenAIServer:
 
     def _answer(self, body: dict[str, Any], style: str) -> Response:
         prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
-        criteria = _criteria_asked(body, prompt)
-        grades: dict[str, float] = {c: self.grade(c, prompt) for c in criteria}
-        if style == "out_of_range" and criteria:
-            grades[criteria[0]] = 7.5
-        content = json.dumps(grades)
+        sections = _sections(prompt)
+        if "A" in sections and "B" in sections:
+            criteria = _PAIR_LINE.findall(prompt)
+            verdicts = {c: self._prefer(c, sections["A"], sections["B"]) for c in criteria}
+            content = json.dumps(verdicts)
+        elif sections:
+            criteria = _CRITERION_LINE.findall(prompt)
+            content = json.dumps({number: {c: self.grade(c, text) for c in criteria}
+                                  for number, text in sections.items()})
+        else:
+            criteria = _criteria_asked(body, prompt)
+            grades: dict[str, float] = {c: self.grade(c, prompt) for c in criteria}
+            if style == "out_of_range" and criteria:
+                grades[criteria[0]] = 7.5
+            content = json.dumps(grades)
         if style == "prose":
             content = (f"Let me look at this {{carefully}}. My grades:\n```json\n{content}\n```\n"
                        f"That is all.")
@@ -311,17 +336,101 @@ class OpenAIServer:
             number = self.billed
         if style == "not_completion":
             return 200, "<html>upstream proxy error</html>", {}
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": content}}
+        if body.get("logprobs"):
+            choice["logprobs"] = {"content": _logprobs(content, int(body.get("top_logprobs")
+                                                                     or 0))}
         reply: dict[str, Any] = {
             "id": f"chatcmpl-{number}", "object": "chat.completion",
-            "created": int(time.time()), "model": body.get("model"),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
+            "created": int(time.time()), "model": body.get("model"), "choices": [choice],
         }
         if style != "no_usage":
             reply["usage"] = {"prompt_tokens": len(prompt) // 4 + 1,
                               "completion_tokens": len(content) // 4 + 1,
                               "total_tokens": len(prompt) // 4 + len(content) // 4 + 2}
         return 200, reply, {}
+
+
+    def _prefer(self, criterion: str, first: str, second: str) -> str:
+        if self.bias_first:
+            return "A"
+        a, b = self.grade(criterion, first), self.grade(criterion, second)
+        return "A" if a > b else "B" if b > a else "tie"
+
+    def reward(self, text: str) -> float:
+        """The reward-model score of one text (what every reward-model route returns)."""
+        return self.grade("reward", text)
+
+    def _reward_model(self, path: str, raw: bytes) -> Response:
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return 400, {"error": {"message": "body is not JSON"}}, {}
+        with self._lock:
+            self.requests += 1
+            self.bodies.append(body)
+        if path == "/get_reward":  # OpenRLHF serve_rm: {"query": [...], "prompts": [...]}
+            texts = body.get("query")
+            if not isinstance(texts, list):
+                return 400, {"error": "query must be a list"}, {}
+            rewards = [self.reward(str(t)) for t in texts]
+            self._bill(len(texts))
+            return 200, {"rewards": rewards, "scores": rewards}, {}
+        if body.get("model") not in self.models:
+            return 404, {"error": {"message": f"The model `{body.get('model')}` does not "
+                                              f"exist"}}, {}
+        if path.endswith("/score"):  # vLLM: text_1 (one or many) against each text_2
+            first, second = body.get("text_1"), body.get("text_2")
+            seconds = second if isinstance(second, list) else [second]
+            firsts = first if isinstance(first, list) else [first] * len(seconds)
+            data = [{"index": i, "object": "score", "score": self.reward(f"{a}\n{b}")}
+                    for i, (a, b) in enumerate(zip(firsts, seconds, strict=True))]
+        else:  # vLLM classify: input (one or many) -> probs per class
+            inputs = body.get("input")
+            inputs = inputs if isinstance(inputs, list) else [inputs]
+            data = []
+            for i, text in enumerate(inputs):
+                p = self.reward(str(text))
+                data.append({"index": i, "label": "good" if p >= 0.5 else "bad",
+                             "probs": [1.0 - p, p], "num_classes": 2})
+        self._bill(len(data))
+        return 200, {"id": "rm-1", "object": "list", "created": int(time.time()),
+                     "model": body.get("model"), "data": data,
+                     "usage": {"prompt_tokens": 10 * len(data), "total_tokens": 10 * len(data),
+                               "completion_tokens": 0}}, {}
+
+    def _bill(self, size: int) -> None:
+        with self._lock:
+            self.billed += 1
+            self.reward_batches.append(size)
+
+
+def _sections(prompt: str) -> dict[str, str]:
+    """The responses of a group or pair prompt by their label (1, 2, ... or A, B)."""
+    found = list(_SECTION.finditer(prompt))
+    out: dict[str, str] = {}
+    for index, match in enumerate(found):
+        end = found[index + 1].start() if index + 1 < len(found) else prompt.find("\nCriteria:")
+        out[match.group(1)] = prompt[match.end():end].strip()
+    return out
+
+
+def _logprobs(content: str, top: int) -> list[dict[str, Any]]:
+    """Per-token logprobs; an integer token's alternatives are itself (0.6), +1 (0.3), -1 (0.1)."""
+    tokens = []
+    for piece in _TOKEN.findall(content):
+        entry: dict[str, Any] = {"token": piece, "logprob": 0.0, "bytes": list(piece.encode())}
+        if piece.isdigit() and top:
+            value = int(piece)
+            entry["logprob"] = math.log(0.6)
+            entry["top_logprobs"] = [{"token": str(v), "logprob": math.log(p)}
+                                     for v, p in ((value, 0.6), (value + 1, 0.3),
+                                                  (value - 1, 0.1)) if v >= 0][:top]
+        elif top:
+            entry["top_logprobs"] = [{"token": piece, "logprob": 0.0}]
+        tokens.append(entry)
+    return tokens
 
 
 def _criteria_asked(body: dict[str, Any], prompt: str) -> list[str]:

@@ -8,17 +8,22 @@ from collections.abc import Sequence
 from .client import CallFailed, JudgeClient
 from .config import Criterion, JudgeConfig
 from .ledger import CallRecord
+from .logprob_grades import weighted_grade
 from .parse import parse_reply
 from .prompt import Template
 
-__all__ = ["ask"]
+__all__ = ["ask", "sample_overrides"]
 
 Outcomes = dict[str, "float | str"]  # criterion -> grade, or the message saying why there is none
 
 
 async def ask(client: JudgeClient, config: JudgeConfig, template: Template, judge: str,
-              values: dict[str, str], asked: Sequence[Criterion]) -> tuple[CallRecord, Outcomes]:
-    """Ask for ``asked`` about one rollout's field ``values``; never raises for a bad reply."""
+              values: dict[str, str], asked: Sequence[Criterion],
+              sample: int = 0) -> tuple[CallRecord, Outcomes]:
+    """Ask for ``asked`` about one rollout's field ``values``; never raises for a bad reply.
+
+    ``sample`` numbers the asks of one rollout (``samples: n``); with a ``seed``, sample i
+    is asked with seed + i so that each is a different draw."""
     messages = [{"role": "user", "content": template.render(values, asked)}]
     if config.system:
         messages.insert(0, {"role": "system", "content": config.system})
@@ -27,7 +32,7 @@ async def ask(client: JudgeClient, config: JudgeConfig, template: Template, judg
                       started_at=time.time())
     outcomes: Outcomes = {}
     try:
-        reply = await client.complete(messages, asked)
+        reply = await client.complete(messages, asked, sample_overrides(config, sample))
     except CallFailed as exc:
         call.status, call.error, call.http_status = "failed", exc.message, exc.status
         call.attempts, call.reply = exc.attempts, exc.raw
@@ -38,6 +43,9 @@ async def ask(client: JudgeClient, config: JudgeConfig, template: Template, judg
     grades = parse_reply(reply.content, asked)
     for criterion in asked:
         grade = grades[criterion.name]
+        if config.logprobs and isinstance(grade, float) and reply.logprobs is not None:
+            weighted = weighted_grade(reply.logprobs, criterion)
+            grade = grade if weighted is None else weighted
         outcomes[criterion.name] = grade if isinstance(grade, float) else f"judge {judge!r}: {grade}"
     errors = [v for v in outcomes.values() if isinstance(v, str)]
     if errors:
@@ -45,3 +53,13 @@ async def ask(client: JudgeClient, config: JudgeConfig, template: Template, judg
         if reply.finish_reason == "length":
             call.error += " (the reply was cut at max_tokens)"
     return call, outcomes
+
+
+def sample_overrides(config: JudgeConfig, sample: int) -> dict[str, object]:
+    """Request keys beyond the config's for one sample: its seed, and the logprobs asked for."""
+    overrides: dict[str, object] = {}
+    if sample and config.seed is not None:
+        overrides["seed"] = config.seed + sample
+    if config.logprobs:
+        overrides.update(logprobs=True, top_logprobs=config.top_logprobs)
+    return overrides

@@ -44,6 +44,7 @@ class Reply:
     attempts: int
     model: str | None = None
     finish_reason: str | None = None
+    logprobs: list[Any] | None = None  # choices[0].logprobs.content, when the server sent it
 
 
 class CallFailed(Exception):
@@ -234,11 +235,14 @@ class JudgeClient:
 
     # ------------------------------------------------------------------ calls
 
-    async def complete(self, messages: list[dict[str, str]],
-                       criteria: Sequence[Criterion]) -> Reply:
-        """One graded reply, retrying what is worth retrying; raises ``CallFailed`` otherwise."""
+    async def complete(self, messages: list[dict[str, str]], criteria: Sequence[Criterion],
+                       overrides: dict[str, Any] | None = None) -> Reply:
+        """One graded reply, retrying what is worth retrying; raises ``CallFailed`` otherwise.
+
+        ``overrides`` replace request keys (a sample's seed, another reply schema)."""
         config = self.config
         body = request_body(config, messages, criteria)
+        body.update(overrides or {})
         estimate = sum(len(m["content"]) for m in messages) // 4 + (config.max_tokens or 16)
         url = f"{config.base_url}/chat/completions"
         attempts = 0
@@ -308,9 +312,12 @@ class JudgeClient:
             raise CallFailed(f"judge {what}", attempts=attempts, status=200,
                              raw=self.redact(raw[:4000]), tokens_in=tokens_in,
                              tokens_out=tokens_out)
+        logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+        tokens = logprobs.get("content") if isinstance(logprobs, dict) else None
         return Reply(content=self.redact(content), tokens_in=tokens_in, tokens_out=tokens_out,
                      attempts=attempts, model=data.get("model"),
-                     finish_reason=choice.get("finish_reason"))
+                     finish_reason=choice.get("finish_reason"),
+                     logprobs=tokens if isinstance(tokens, list) else None)
 
 
 def _usage(usage: Any, estimate: int, content: Any) -> tuple[int, int]:

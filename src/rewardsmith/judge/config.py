@@ -23,6 +23,7 @@ class Criterion(BaseModel):
     name: str
     description: str = Field(min_length=1)
     range: tuple[float, float] = (0.0, 1.0)
+    binary: bool = False  # pass/fail: samples are combined by majority, not by mean
 
     @field_validator("name")
     @classmethod
@@ -41,15 +42,25 @@ class Criterion(BaseModel):
             raise ValueError(f"range must be [low, high] with finite low < high, not {list(value)}")
         return value
 
-    def spec(self) -> tuple[str, str, float, float]:
+    @model_validator(mode="after")
+    def _binary_range(self) -> Criterion:
+        if self.binary and self.range != (0.0, 1.0):
+            raise ValueError(f"criterion {self.name!r}: a binary (pass/fail) criterion has "
+                             f"range [0, 1], not {list(self.range)}")
+        return self
+
+    def spec(self) -> tuple[Any, ...]:
         """What identifies this criterion's grade (part of every record key)."""
-        return (self.name, self.description, self.range[0], self.range[1])
+        base = (self.name, self.description, self.range[0], self.range[1])
+        # binary only changes how samples combine, but keys of plain criteria stay as they were
+        return (*base, "binary") if self.binary else base
 
 
 class _CriterionBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     description: str = Field(min_length=1)
     range: tuple[float, float] = (0.0, 1.0)
+    binary: bool = False
 
 
 class Budget(BaseModel):
@@ -62,6 +73,8 @@ class Budget(BaseModel):
 
 
 ResponseFormat = Literal["json_schema", "json_object", "none"]
+JudgeMode = Literal["pointwise", "group", "pairwise"]
+PairScoring = Literal["win_rate", "bradley_terry"]
 
 
 class JudgeConfig(BaseModel):
@@ -98,6 +111,15 @@ class JudgeConfig(BaseModel):
     price_per_million_output: float = Field(default=0.0, ge=0)
     budget: Budget = Field(default_factory=Budget)
     store: str | None = None
+    # How rollouts are put before the model (see docs/judges.md for each mode's cost).
+    mode: JudgeMode = "pointwise"
+    samples: int = Field(default=1, ge=1, le=64)
+    logprobs: bool = False
+    top_logprobs: int = Field(default=20, ge=1, le=20)
+    group_chunk: int = Field(default=8, ge=2, le=256)
+    pair_scoring: PairScoring = "win_rate"
+    all_pairs_up_to: int = Field(default=8, ge=2, le=256)
+    pairs_per_rollout: int = Field(default=4, ge=2, le=256)
 
     @field_validator("criteria", mode="before")
     @classmethod
@@ -114,7 +136,7 @@ class JudgeConfig(BaseModel):
                 elif isinstance(body, Mapping):
                     parsed = _CriterionBody.model_validate(body)
                     out.append({"name": str(name), "description": parsed.description,
-                                "range": parsed.range})
+                                "range": parsed.range, "binary": parsed.binary})
                 else:
                     raise ValueError(f"criterion {name!r}: expected a description or "
                                      f"{{description, range}}, got {type(body).__name__}")
@@ -153,6 +175,24 @@ class JudgeConfig(BaseModel):
         for name in ("price_per_million_input", "price_per_million_output", "timeout"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite")
+        return self
+
+    @model_validator(mode="after")
+    def _modes(self) -> JudgeConfig:
+        if self.samples > 1 and self.temperature == 0:
+            # Identical requests would pay n times for one answer.
+            raise ValueError(f"samples: {self.samples} needs temperature > 0 (at temperature 0 "
+                             f"every sample is the same reply)")
+        if self.logprobs and self.mode != "pointwise":
+            raise ValueError(f"logprobs: weighted scores are read in mode pointwise only, "
+                             f"not {self.mode}")
+        if self.pairs_per_rollout % 2:
+            raise ValueError(f"pairs_per_rollout must be even (each rollout meets the same "
+                             f"number of others on both sides), not {self.pairs_per_rollout}")
+        binary = [c.name for c in self.criteria if c.binary]
+        if binary and self.mode == "pairwise":
+            raise ValueError(f"binary criteria {binary} cannot be judged pairwise (a pair "
+                             f"verdict is a preference, not a pass/fail)")
         return self
 
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,11 +20,13 @@ from ..rubric import Component
 from ..types import ComponentResult, Rollout, Status, content_hash
 from .asking import Outcomes, ask
 from .client import JudgeClient
+from .comparing import Comparer
 from .components import CriterionEvaluator
 from .config import DEFAULT_STORE, JudgeConfig
 from .ledger import CallRecord, Ledger, Owner
 from .pending import Pending, wait_all
 from .prompt import MissingField, Template
+from .ranking import combine_samples
 from .usage import Usage
 from .waiting import Watcher
 
@@ -39,6 +42,7 @@ class _Entry:
 
     values: dict[str, str]
     key: str
+    sample: int = 0
     wanted: dict[str, Pending] = field(default_factory=dict)
 
 
@@ -65,6 +69,7 @@ class _Run:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.heartbeat: asyncio.Task[None] | None = None
         self.closed = False
+        self.comparisons: dict[str, tuple[asyncio.Task[Any], set[str]]] = {}
 
 
 class Judge:
@@ -84,12 +89,23 @@ class Judge:
         self.template = Template(self.config.template, where=f"{where}.template")
         self.criteria = {c.name: c for c in self.config.criteria}
         c = self.config
+        # Mode and logprobs change what a recorded value means; pointwise keys stay as they were.
+        extras: list[Any] = []
+        if c.mode == "group":
+            extras.append(("group", c.group_chunk))
+        elif c.mode == "pairwise":
+            extras.append(("pairwise",))
+        if c.logprobs:
+            extras.append(("logprobs", c.top_logprobs))
         self._base = content_hash("rewardsmith-judge/1", c.model, c.template, c.system,
-                                  c.sampling(), c.response_format, c.extra_body, length=32)
+                                  c.sampling(), c.response_format, c.extra_body, *extras,
+                                  length=32)
         self._identities = {name: content_hash(self._base, criterion.spec(), length=32)
                             for name, criterion in self.criteria.items()}
         self._attached: str | None = None
         self._run: _Run | None = None
+        self.refresh_before: float | None = None
+        self._comparer = Comparer(self)
 
     def __repr__(self) -> str:
         return f"Judge({self.name!r}, model={self.config.model!r}, criteria={list(self.criteria)})"
@@ -124,6 +140,12 @@ class Judge:
 
     def usage(self) -> dict[str, float]:
         return (self._run.usage if self._run is not None else Usage()).as_dict()
+
+    def refresh(self, before: float | None = None) -> None:
+        """Ask again for grades recorded before ``before`` (default: now) instead of replaying
+        them; the old grades are kept in the store's ``judge_history``. Passing the same
+        ``before`` to a rerun replays what the interrupted refresh already asked."""
+        self.refresh_before = time.time() if before is None else float(before)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -189,7 +211,9 @@ class Judge:
                 await self.check()
             except RewardsmithError as exc:
                 return [ComponentResult.failed(Status.ERROR, str(exc)) for _ in rollouts]
-        waits: list[Pending] = []
+        if self.config.mode != "pointwise":
+            return await self._comparer.grade(run, rollouts, criterion)
+        waits: list[list[Pending]] = []
         for rollout in rollouts:
             # Each criterion's evaluator passes the same rollout objects: read them once.
             seen = run.seen.get(id(rollout))
@@ -197,19 +221,37 @@ class Judge:
                 try:
                     values = self.template.values(rollout)
                 except MissingField as exc:
-                    waits.append(Pending(ComponentResult.failed(Status.ERROR, str(exc))))
+                    waits.append([Pending(ComponentResult.failed(Status.ERROR, str(exc)))])
                     continue
                 seen = run.seen[id(rollout)] = (rollout, values, self.template.fingerprint(values))
-            _, values, key = seen
-            entry = run.open.get(key)
-            if entry is None:
-                entry = run.open[key] = _Entry(values, key)
-            pending = entry.wanted.get(criterion)
-            if pending is None:
-                pending = entry.wanted[criterion] = Pending()
-            waits.append(pending)
+            _, values, fields_key = seen
+            samples: list[Pending] = []
+            for sample in range(self.config.samples):
+                # Sample 0 keeps the plain key, so adding samples replays the first ask.
+                key = fields_key if sample == 0 else f"{fields_key}~{sample}"
+                entry = run.open.get(key)
+                if entry is None:
+                    entry = run.open[key] = _Entry(values, key, sample)
+                pending = entry.wanted.get(criterion)
+                if pending is None:
+                    pending = entry.wanted[criterion] = Pending()
+                samples.append(pending)
+            waits.append(samples)
         self._request_flush(run)
-        return await wait_all(waits)
+        await wait_all([p for samples in waits for p in samples])
+        return [self._combined(samples, criterion) for samples in waits]
+
+    def _combined(self, samples: list[Pending], criterion: str) -> ComponentResult:
+        results = [p.result for p in samples if p.result is not None]
+        if len(results) == 1:
+            return results[0]
+        for number, result in enumerate(results):
+            if result.status is not Status.OK or result.value is None:
+                return ComponentResult.failed(result.status,
+                                              f"sample {number}: {result.error}")
+        value, spread = combine_samples([r.value for r in results if r.value is not None],
+                                        binary=self.criteria[criterion].binary)
+        return ComponentResult(value, metrics={"spread": spread})
 
     def record_keys(self, rollout: Rollout) -> dict[str, str]:
         """The store key of each criterion's grade of ``rollout``: equal keys, replayed grade."""
@@ -264,7 +306,7 @@ class Judge:
             for criterion, pending in entry.wanted.items():
                 keyed[self._record_key(entry.key, criterion)] = pending
         try:
-            grades = run.ledger.grades(list(keyed))
+            grades = run.ledger.grades(list(keyed), since=self.refresh_before)
         except RewardsmithError as exc:
             failure = ComponentResult.failed(Status.ERROR, str(exc))
             for pending in keyed.values():
@@ -303,7 +345,8 @@ class Judge:
                 if self._out_of_budget(run, entry, criteria):
                     return
                 claim = await run.ledger.claim(list(keys.values()), run.owner,
-                                               {keys[c]: c for c in criteria}, self.config.model)
+                                               {keys[c]: c for c in criteria}, self.config.model,
+                                               refresh_before=self.refresh_before)
                 for c in criteria:
                     record = claim.done.get(keys[c])
                     if record is not None and record.value is not None:
@@ -355,7 +398,8 @@ class Judge:
                    criteria: list[str]) -> tuple[CallRecord, Outcomes]:
         assert run.client is not None
         call, outcomes = await ask(run.client, self.config, self.template, self.name,
-                                   entry.values, [self.criteria[c] for c in criteria])
+                                   entry.values, [self.criteria[c] for c in criteria],
+                                   entry.sample)
         call.cost = run.usage.charge(self.config, call.tokens_in, call.tokens_out)
         run.usage.retries += max(0, call.attempts - 1)
         if call.status == "failed":

@@ -7,6 +7,8 @@ Tables (all prefixed ``judge_``; the file may hold other tables, which are left 
   or ``failed`` (``error``; tried again by the next run, never replayed as a grade).
 - ``judge_calls``: one row per call made, successful or not, with the raw reply, tokens and
   cost, written in the same transaction as the records it settles.
+- ``judge_history``: grades replaced by a refresh (``Judge.refresh``, ``--refresh``), kept
+  beside the new ones: key, old value, the call that gave it, when it was replaced.
 
 A process claims a key before calling for it. Others see the claim and wait for the result; a
 claim whose owner died (same host, process gone) or whose lease ran out (the owner renews it
@@ -74,6 +76,14 @@ CREATE TABLE IF NOT EXISTS judge_calls (
     finished_at REAL NOT NULL,
     pid INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS judge_history (
+    key TEXT NOT NULL,
+    value REAL,
+    call_id TEXT,
+    graded_at REAL NOT NULL,
+    replaced_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS judge_history_key ON judge_history (key);
 """
 
 
@@ -111,6 +121,8 @@ class Record:
     owner_host: str | None = None
     owner_pid: int | None = None
     lease_until: float | None = None
+    updated_at: float | None = None
+    call_id: str | None = None
 
 
 @dataclass
@@ -253,17 +265,20 @@ class Ledger:
         except sqlite3.Error as exc:
             raise StoreError(f"judge store {self.path!r}: cannot read: {exc}") from None
 
-    def grades(self, keys: Sequence[str]) -> dict[str, float]:
-        """The recorded grades among ``keys`` (key -> value); like ``lookup``, inline."""
+    def grades(self, keys: Sequence[str], *, since: float | None = None) -> dict[str, float]:
+        """The recorded grades among ``keys`` (key -> value), only those recorded at or after
+        ``since`` when given (a refresh); like ``lookup``, inline."""
         if self._reader is None:
             self._reader = self._connect()
         found: dict[str, float] = {}
+        newer = "" if since is None else " AND updated_at >= ?"
         try:
             for chunk in _chunks(keys):
                 marks = ",".join("?" * len(chunk))
                 found.update(self._reader.execute(
                     f"SELECT key, value FROM judge_records WHERE key IN ({marks}) "
-                    f"AND state = 'ok' AND value IS NOT NULL", tuple(chunk)).fetchall())
+                    f"AND state = 'ok' AND value IS NOT NULL{newer}",
+                    (*chunk, *(() if since is None else (since,)))).fetchall())
         except sqlite3.Error as exc:
             raise StoreError(f"judge store {self.path!r}: cannot read: {exc}") from None
         return found
@@ -273,8 +288,8 @@ class Ledger:
         for chunk in _chunks(keys):
             marks = ",".join("?" * len(chunk))
             for row in db.execute(
-                "SELECT key, state, value, error, owner, owner_host, owner_pid, lease_until "
-                f"FROM judge_records WHERE key IN ({marks})", tuple(chunk)):
+                "SELECT key, state, value, error, owner, owner_host, owner_pid, lease_until, "
+                f"updated_at, call_id FROM judge_records WHERE key IN ({marks})", tuple(chunk)):
                 found[row[0]] = Record(*row)
         return found
 
@@ -290,9 +305,12 @@ class Ledger:
     # ------------------------------------------------------------------ writing
 
     async def claim(self, keys: Sequence[str], owner: Owner, criteria: Mapping[str, str],
-                    model: str) -> Claim:
-        """Claim every key that has no grade and no live claim; report the rest."""
-        return await self._write(functools.partial(self._claim, keys, owner, criteria, model))
+                    model: str, *, refresh_before: float | None = None) -> Claim:
+        """Claim every key that has no grade and no live claim; report the rest. With
+        ``refresh_before``, grades recorded before that time are claimed too (to be asked
+        again), and moved to ``judge_history``."""
+        return await self._write(functools.partial(self._claim, keys, owner, criteria, model,
+                                                   refresh_before))
 
     async def finish(self, call: CallRecord, outcomes: Mapping[str, float | str],
                      criteria: Mapping[str, str]) -> None:
@@ -353,22 +371,30 @@ class Ledger:
         return outcomes
 
     def _claim(self, keys: Sequence[str], owner: Owner, criteria: Mapping[str, str],
-               model: str, db: sqlite3.Connection) -> Claim:
+               model: str, refresh_before: float | None, db: sqlite3.Connection) -> Claim:
         claim = Claim()
         now = time.time()
         current = self._select(db, keys)
         rows = []
+        replaced = []
         for key in keys:
             record = current.get(key)
-            if record is not None and record.state == "ok":
+            stale = (refresh_before is not None and record is not None
+                     and (record.updated_at or 0.0) < refresh_before)
+            if record is not None and record.state == "ok" and not stale:
                 claim.done[key] = record
             elif (record is not None and record.state == "claimed"
                   and record.owner != owner.token and not self.is_stale(record, owner, now)):
                 claim.theirs.append(key)
             else:
                 claim.mine.append(key)
+                if record is not None and record.state == "ok":
+                    replaced.append((key, record.value, record.call_id,
+                                     record.updated_at or now, now))
                 rows.append((key, criteria.get(key), model, owner.token, owner.host,
                              owner.pid, now + self.lease, now))
+        db.executemany("INSERT INTO judge_history (key, value, call_id, graded_at, replaced_at) "
+                       "VALUES (?, ?, ?, ?, ?)", replaced)
         db.executemany(
             "INSERT OR REPLACE INTO judge_records (key, state, criterion, model, owner, "
             "owner_host, owner_pid, lease_until, updated_at) "

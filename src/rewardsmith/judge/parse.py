@@ -13,7 +13,7 @@ from typing import Any
 
 from .config import Criterion
 
-__all__ = ["Grades", "parse_reply", "last_json_object", "snippet"]
+__all__ = ["Grades", "grade_value", "parse_reply", "last_json_object", "snippet"]
 
 MAX_REPLY_CHARS = 200_000  # longer replies are not scanned for JSON (a runaway generation)
 
@@ -38,11 +38,12 @@ def parse_reply(content: str, criteria: Sequence[Criterion]) -> Grades:
             grades[criterion.name] = (f"judge reply has no {criterion.name!r}: "
                                       f"{snippet(content)}")
             continue
-        grades[criterion.name] = _grade(raw, criterion)
+        grades[criterion.name] = grade_value(raw, criterion)
     return grades
 
 
-def _grade(raw: Any, criterion: Criterion) -> float | str:
+def grade_value(raw: Any, criterion: Criterion) -> float | str:
+    """``raw`` read as a grade within ``criterion``'s range, or the message saying why not."""
     low, high = criterion.range
     value: float | None = None
     if isinstance(raw, bool):
