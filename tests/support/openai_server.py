@@ -245,7 +245,7 @@ class OpenAIServer:
             return self._unauthorized(headers) or (200, {"object": "list", "data": [
                 {"id": m, "object": "model", "owned_by": "test"} for m in self.models]}, {})
         if method == "POST" and path in _RM_ROUTES:
-            return self._reward_model(path, raw)
+            return await self._reward_model(path, raw)
         if method != "POST" or path != "/v1/chat/completions":
             return 404, {"error": {"message": f"no route {method} {path}"}}, {}
         auth = headers.get("authorization")
@@ -362,7 +362,7 @@ class OpenAIServer:
         """The reward-model score of one text (what every reward-model route returns)."""
         return self.grade("reward", text)
 
-    def _reward_model(self, path: str, raw: bytes) -> Response:
+    async def _reward_model(self, path: str, raw: bytes) -> Response | None:
         try:
             body = json.loads(raw)
         except ValueError:
@@ -370,6 +370,13 @@ class OpenAIServer:
         with self._lock:
             self.requests += 1
             self.bodies.append(body)
+            fault = self._faults.popleft() if self._faults else None
+        if fault is not None and fault.kind == "status":
+            return fault.status, {"error": {"message": f"injected {fault.status}"}}, {}
+        if fault is not None and fault.kind == "drop":
+            return None
+        if not await self._hold():
+            return None
         if path == "/get_reward":  # OpenRLHF serve_rm: {"query": [...], "prompts": [...]}
             texts = body.get("query")
             if not isinstance(texts, list):

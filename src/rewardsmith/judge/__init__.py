@@ -32,6 +32,7 @@ from ..rubric import Component, register_component_kind
 from .components import CriterionEvaluator
 from .config import DEFAULT_STORE, Budget, Criterion, JudgeConfig, config_error_message
 from .evaluator import Judge
+from .reward_model import RewardModel, RewardModelConfig
 from .usage import Usage
 
 __all__ = [
@@ -41,6 +42,8 @@ __all__ = [
     "CriterionEvaluator",
     "Judge",
     "JudgeConfig",
+    "RewardModel",
+    "RewardModelConfig",
     "Usage",
     "judge_components",
 ]

@@ -34,7 +34,8 @@ class MissingField(ValueError):
 class Template:
     """A checked prompt template. Every mistake is found here, when the rubric is loaded."""
 
-    def __init__(self, text: str, *, where: str = "judge.template"):
+    def __init__(self, text: str, *, where: str = "judge.template",
+                 needs_completion: bool = True):
         self.text = text
         names: list[str] = []
         try:
@@ -57,7 +58,7 @@ class Template:
                                   f"only plain fields such as {{{field}}} are allowed")
             if field not in names:
                 names.append(field)
-        if "completion" not in names and "trajectory" not in names:
+        if needs_completion and "completion" not in names and "trajectory" not in names:
             raise ConfigError(f"{where}: the template never shows the completion: add "
                               f"{{completion}} (or {{trajectory}} for a multi-turn one) "
                               f"where the graded answer goes")
