@@ -182,7 +182,12 @@ def start_test_judge() -> tuple[subprocess.Popen[str], str]:
 
 
 def judge_calls(store: Path) -> int:
+    """Calls recorded in the judge's ledger (none when every group came from Flyte's cache)."""
+    if not store.exists():
+        return 0
     with sqlite3.connect(store) as db:
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'judge_calls'").fetchone() is None:
+            return 0
         return int(db.execute("SELECT COUNT(*) FROM judge_calls").fetchone()[0])
 
 
@@ -207,10 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     store = args.store or workdir / "rewardsmith.db"
     try:
         rubric = build_rubric(url, args.judge_model, args.api_key_env)
-        reward = reward_task(rubric, retries=2, timeout=300, store=store, workers=0,
+        reward = reward_task(rubric, retries=2, timeout=300, store=store,
                              after_scoring=upload)
         train_step = make_driver(reward)
-        calls_before = judge_calls(store) if store.exists() else 0
+        calls_before = judge_calls(store)
         flyte.init()
         run = flyte.with_runcontext(mode="local", disable_run_cache=not args.cache,
                                     raw_data_path=str(workdir / "raw"),

@@ -50,7 +50,8 @@ RETRY_SCRIPT = textwrap.dedent("""
                                 "criteria": {"helpful": "Is it helpful?"}})
         a = reward_task(Rubric([Component("length", length), *judge.components()], name="same"),
                         retries=2, workers=0, store=sys.argv[2], after_scoring=flaky_upload)
-        b = reward_task(Rubric([Component("shouts", shouts)], name="same"), workers=0)
+        b = reward_task(Rubric([Component("shouts", shouts)], name="same"), workers=0,
+                        trace=False)
         driver = flyte.TaskEnvironment(name="driver", depends_on=[a.env, b.env])
 
         @driver.task

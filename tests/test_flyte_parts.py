@@ -58,6 +58,12 @@ def test_turns_and_tool_calls_of_a_multi_turn_completion() -> None:
     assert turns("plain answer") == [turns("plain answer")[0]]
     assert turns("plain answer")[0].tool_calls == () and turns("") == []
     assert tool_calls(None) == []
+    odd = [{"role": "assistant", "content": "x", "tool_calls": "not a list"},
+           {"role": "assistant", "content": "y", "tool_calls": [7, {"function": {"name": "f",
+                                                                           "arguments": "[1]"}}]},
+           "not a message"]
+    assert [(t.text, t.tool_calls) for t in turns(odd)] == [
+        ("x", ()), ("y", (ToolCall("f", {}, "[1]"),))]
 
 
 def test_render_shows_turns_tool_calls_and_replies() -> None:
