@@ -4,12 +4,14 @@ Flyte cache), against a real OpenAI-compatible judge on 127.0.0.1."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
 import textwrap
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -172,12 +174,36 @@ def test_changed_reward_is_not_served_from_the_cache_and_generation_is_reused(
 
 
 def test_example_makes_one_judge_call_per_trajectory(tmp_path: Path) -> None:
+    sys.path.insert(0, str(TESTS))
+    try:
+        from support.openai_server import OpenAIServer
+    finally:
+        sys.path.remove(str(TESTS))
     env = dict(os.environ, HOME=str(tmp_path / "home"))
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "flyte_reward.py"),
-                           "--store", str(tmp_path / "run.db")],
-                          capture_output=True, text=True, timeout=150, env=env, cwd=tmp_path)
+    with OpenAIServer() as server:
+        done = subprocess.run([sys.executable, str(ROOT / "examples" / "flyte_reward.py"),
+                               "--judge-url", server.base_url, "--store", str(tmp_path / "run.db")],
+                              capture_output=True, text=True, timeout=150, env=env, cwd=tmp_path)
+        billed = server.billed
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert billed == 6  # what the judge's vendor would charge: one reply per trajectory
     assert "judge calls: 6 for 6 trajectories" in done.stdout
     assert "uploads failed: 3" in done.stdout  # every group was retried after its judge call
     rows = [line for line in done.stdout.splitlines() if re.match(r"w\d-s\d ", line)]
     assert len(rows) == 6 and all("status=ok" in row and "efficiency=" in row for row in rows)
+
+
+def test_example_starts_the_test_judge_without_a_url() -> None:
+    spec = importlib.util.spec_from_file_location("flyte_reward_example",
+                                                  ROOT / "examples" / "flyte_reward.py")
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    process, url = example.start_test_judge()
+    try:
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/v1", url)
+        with urllib.request.urlopen(url + "/models", timeout=10) as reply:
+            assert "judge-2024-01-01" in reply.read().decode()
+    finally:
+        process.stdin.close()
+        assert process.wait(timeout=10) == 0
