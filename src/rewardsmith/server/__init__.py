@@ -23,7 +23,10 @@ __all__ = ["ServerConfig", "ServerThread", "create_app", "listen", "require_serv
 
 
 def create_app(config: ServerConfig, engine: Engine | None = None) -> Any:
-    """The ASGI application for ``config`` (for any ASGI server); it owns the engine."""
+    """The ASGI application for ``config`` (for any ASGI server); it owns the engine.
+
+    ``read_timeout`` and the port checks belong to ``serve``/``ServerThread``: under another
+    ASGI server, set that server's own header and body timeouts."""
     require_server_extra()
     from ..engine import Engine
     from ._app import build_app
