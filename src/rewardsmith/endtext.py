@@ -21,6 +21,7 @@ chat templates, as their tokenizer configs name them), or the setting:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -104,7 +105,12 @@ class EndTexts:
 
 
 def _from_env() -> EndTexts:
-    raw = os.environ.get(ENV_END_TEXTS, "").strip()
+    return _parse_env(os.environ.get(ENV_END_TEXTS, "").strip())
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_env(raw: str) -> EndTexts:
+    # Cached: adapters read the setting on every call, and it rarely changes.
     if not raw:
         return EndTexts(DEFAULT_END_TEXTS)
     add = raw.startswith("+")
