@@ -117,6 +117,8 @@ def test_bad_arguments_are_refused() -> None:
         reward_task(rubric, retries=-1)
     with pytest.raises(ConfigError, match="timeout must be >= 0"):
         reward_task(rubric, timeout=-5)
+    with pytest.raises(ConfigError, match="timeout must be >= 0 seconds, not -1.0"):
+        reward_task(rubric, timeout=timedelta(seconds=-1))
     with pytest.raises(ConfigError, match="workers must be >= 0"):
         reward_task(rubric, workers=-2)
 

@@ -202,8 +202,9 @@ def reward_task(
     built.resolve()
     if retries < 0:
         raise ConfigError(f"reward_task: retries must be >= 0, not {retries}")
-    if isinstance(timeout, (int, float)) and timeout < 0:
-        raise ConfigError(f"reward_task: timeout must be >= 0 seconds, not {timeout}")
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
+    if seconds < 0:
+        raise ConfigError(f"reward_task: timeout must be >= 0 seconds, not {seconds}")
     if workers is not None and workers < 0:
         raise ConfigError(f"reward_task: workers must be >= 0, not {workers}")
     if after_scoring is not None and not inspect.iscoroutinefunction(after_scoring):
@@ -233,7 +234,8 @@ def reward_task(
         """Score one prompt group: one typed result per rollout, in the group's order."""
         _RUBRICS.setdefault(rubric_id, (built, workers, store_path))  # a fresh pod
         if use_trace:
-            payload = json.dumps([r.to_dict() for r in rollouts])
+            # default=str as in ``stable_json``: the text a reward or judge sees is the same.
+            payload = json.dumps([r.to_dict() for r in rollouts], default=str)
             scores = [Score.from_dict(d)
                       for d in json.loads(await rewardsmith_score(rubric_id, payload))]
         else:
