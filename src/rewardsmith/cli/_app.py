@@ -17,7 +17,7 @@ from ..errors import RewardsmithError
 from .streams import json_stream, write_json
 
 __all__ = ["app", "console", "err_console", "fail", "handle_errors", "EXIT_OK", "EXIT_FAILED",
-           "EXIT_USAGE"]
+           "EXIT_USAGE", "UsageProblem"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -36,11 +36,23 @@ err_console = Console(stderr=True)  # summaries, progress, errors
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    """Print ``message`` as an error and return the exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, markup=True,
+class UsageProblem(RewardsmithError):
+    """Bad usage a verb found itself (conflicting options, a read-only store...)."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> UsageProblem:
+    """The error to raise for bad usage: ``handle_errors`` prints ``message`` (or makes it the
+    ``--json`` document) and exits with ``code``."""
+    return UsageProblem(message, code)
+
+
+def _print_error(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {_escape(message)}", highlight=False, markup=True,
                       soft_wrap=True)
-    return typer.Exit(code)
 
 
 class Terminated(KeyboardInterrupt):
@@ -75,12 +87,14 @@ def handle_errors(func: F) -> F:
             with _sigterm_as_exception():
                 return func(*args, **kwargs)
         except RewardsmithError as exc:
+            code = exc.code if isinstance(exc, UsageProblem) else EXIT_USAGE
             if kwargs.get("as_json"):
                 stream = json_stream(kwargs.get("output"))
-                write_json({"error": str(exc), "exit_code": EXIT_USAGE}, stream)
+                write_json({"error": str(exc), "exit_code": code}, stream)
                 if stream is sys.stderr:
-                    raise typer.Exit(EXIT_USAGE) from None
-            raise fail(_escape(str(exc))) from None
+                    raise typer.Exit(code) from None
+            _print_error(str(exc))
+            raise typer.Exit(code) from None
         except Terminated:
             err_console.print("terminated")
             sys.exit(143)
