@@ -1,0 +1,90 @@
+"""Rewards that run on the engine's own event loop: judges (network I/O, with limits of their
+own) always, and a user's async rewards when there are no workers (``workers=0``)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from ..calling import make_binder, make_group_binder, to_component_result
+from ..rubric import Component, Rubric
+from ..types import ComponentResult, Rollout, Status
+from ..workers import format_exception
+from .cells import Cell, group_results
+from .plan import Batch, split
+
+__all__ = ["LoopRewards"]
+
+
+class LoopRewards:
+    """Runs components on the running event loop, ``max_concurrency`` calls at a time."""
+
+    def __init__(self, rubric: Rubric, max_concurrency: int):
+        self.rubric = rubric
+        self.max_concurrency = max_concurrency
+        self._semaphore: asyncio.Semaphore | None = None
+        self.calls = 0
+
+    async def run(self, component: Component, batch: Batch,
+                  results: dict[str, list[Cell]]) -> None:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        column = results[component.name]
+        timeout = float(component.timeout or self.rubric.timeout)
+        offsets = list(itertools.accumulate([0, *batch.sizes]))
+        tasks = []
+        if component.evaluator is not None or component.group:
+            for offset, group in zip(offsets, split(batch.rollouts, batch.sizes)):
+                tasks.append(self._group(component, group, offset, column, timeout))
+        else:
+            binder = make_binder(component.func, component.params,  # type: ignore[arg-type]
+                                 what=f"component {component.name!r}")
+            for index, rollout in enumerate(batch.rollouts):
+                if column[index] is None:
+                    tasks.append(self._one(component, binder, rollout, index, column, timeout))
+        await asyncio.gather(*tasks)
+
+    async def _one(self, component: Component, binder: Callable[[Rollout], Any],
+                   rollout: Rollout, index: int, column: list[Cell], timeout: float) -> None:
+        assert self._semaphore is not None
+        async with self._semaphore:
+            self.calls += 1
+            try:
+                value = await asyncio.wait_for(binder(rollout), timeout)
+                column[index] = to_component_result(value, component.reward_key)
+            except asyncio.TimeoutError:
+                column[index] = ComponentResult.failed(Status.TIMEOUT,
+                                                       f"timed out after {timeout:g} s")
+            except Exception as exc:  # noqa: BLE001 - a failure is data
+                column[index] = ComponentResult.failed(Status.ERROR, format_exception(exc))
+
+    async def _group(self, component: Component, group: list[Rollout], offset: int,
+                     column: list[Cell], timeout: float) -> None:
+        assert self._semaphore is not None
+        todo = [i for i in range(len(group)) if column[offset + i] is None]
+        if not todo:
+            return
+        try:
+            if component.evaluator is not None:
+                # Evaluators (judges) bound their own concurrency and time per request.
+                values: list[ComponentResult] = await component.evaluator.evaluate(
+                    [group[i] for i in todo])
+                for i, value in zip(todo, values):
+                    column[offset + i] = value
+                return
+            async with self._semaphore:
+                self.calls += 1
+                binder = make_group_binder(component.func, component.params,  # type: ignore[arg-type]
+                                           what=f"component {component.name!r}")
+                raw = await asyncio.wait_for(binder(group), timeout)
+            for i, value in enumerate(group_results(raw, len(group), component.reward_key)):
+                column[offset + i] = value
+        except asyncio.TimeoutError:
+            for i in todo:
+                column[offset + i] = ComponentResult.failed(Status.TIMEOUT,
+                                                            f"timed out after {timeout:g} s")
+        except Exception as exc:  # noqa: BLE001 - a failure is data
+            for i in todo:
+                column[offset + i] = ComponentResult.failed(Status.ERROR, format_exception(exc))

@@ -1,0 +1,237 @@
+"""What runs in a worker: the rubric's rewards as programs over a batch's rows.
+
+``SyncProgram`` runs sync rewards (with the segment fast path of ``rewardsmith.workers``);
+``AsyncProgram`` runs a user's async rewards on the worker's own event loop. Both load their
+rewards when they arrive in a worker (``prepare``), so a reward that cannot load there fails
+the run before anything is scored.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ..calling import (
+    ROW_FIELDS,
+    make_binder,
+    make_group_binder,
+    make_row_binder,
+    row_fields,
+    to_component_result,
+)
+from ..loading import load_reward
+from ..rubric import DEFAULT_TIMEOUT, Component
+from ..types import Rollout, message_text
+from .cells import check_in_time, compact, group_results, read_value
+
+__all__ = ["AsyncProgram", "SyncProgram", "column_of", "row_layout"]
+
+
+class SyncProgram:
+    """Runs the rubric's sync rewards inside a worker process; built lazily there.
+
+    A batch's shared payload holds its rows: one list per field of ``layout``, or whole
+    rollout tuples when some reward needs the whole rollout (``layout`` is None). Items are
+    numbered component-major: int ``k * rows + row`` is single reward ``k`` on that row;
+    ``(k, tuples)`` is group reward ``k`` on a group's rollout tuples.
+    """
+
+    def __init__(self, singles: Sequence[Component], groups: Sequence[Component],
+                 layout: Sequence[str] | None):
+        # Import paths travel as text and are imported in the worker exactly as in the parent;
+        # Python callables travel by value (cloudpickle).
+        def spec(c: Component) -> tuple[Any, dict[str, Any], str, str]:
+            return (c.reward if isinstance(c.reward, str) else c.func, c.params, c.reward_key,
+                    c.name)
+
+        self.singles = [spec(c) for c in singles]
+        self.groups = [spec(c) for c in groups]
+        # Each reward's time limit: a call that returns after it counts as a timeout.
+        self.limits = [float(c.timeout or DEFAULT_TIMEOUT) for c in singles]
+        self.group_limits = [float(c.timeout or DEFAULT_TIMEOUT) for c in groups]
+        self.layout = list(layout) if layout is not None else None
+        self._calls: list[Callable[[Any], Any]] | None = None
+        self._group_calls: list[Callable[[Any], Any]] = []
+        self._shared: Any = None
+        self._args: list[Any] = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"singles": self.singles, "groups": self.groups, "layout": self.layout,
+                "limits": self.limits, "group_limits": self.group_limits}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.singles, self.groups, self.layout = state["singles"], state["groups"], state["layout"]
+        self.limits, self.group_limits = state["limits"], state["group_limits"]
+        self._calls = None
+        self._group_calls = []
+        self._shared = None
+        self._args = []
+
+    def calls(self) -> list[Callable[[Any], Any]]:
+        """One callable per single reward, taking one row (see ``build_rows``)."""
+        if self._calls is None:
+            calls: list[Callable[[Any], Any]] = []
+            group_calls: list[Callable[[Any], Any]] = []
+            for reward, params, _key, name in self.singles:
+                func = load_reward(reward).func if isinstance(reward, str) else reward
+                what = f"component {name!r}"
+                if self.layout is not None:
+                    calls.append(make_row_binder(func, params, self.layout, what=what))
+                else:
+                    calls.append(make_binder(func, params, what=what))
+            for reward, params, _key, name in self.groups:
+                func = load_reward(reward).func if isinstance(reward, str) else reward
+                group_calls.append(make_group_binder(func, params, what=f"component {name!r}"))
+            self._group_calls = group_calls
+            self._calls = calls
+        return self._calls
+
+    def prepare(self) -> None:
+        """Load every reward (in the worker, when the program arrives)."""
+        self.calls()
+
+    def build_rows(self, shared: Any) -> list[Any]:
+        """The rows a payload holds: tuples of layout fields, or rollouts."""
+        if self.layout is None:
+            return [Rollout(*data) for data in shared]
+        return list(zip(*shared)) if shared else []
+
+    def _rows(self, shared: Any) -> list[Any]:
+        # In a worker, where batches run one at a time: the rows are built once per batch.
+        # Holding the payload keeps its identity from being reused by a later one.
+        if shared is not self._shared:
+            self._args = self.build_rows(shared)
+            self._shared = shared
+        return self._args
+
+    def runs(self, items: range, rows: list[Any]
+             ) -> Iterator[tuple[Callable[[Any], Any], list[Any], Callable[[Any], Any], float]]:
+        """The calls of a range of items: one run of rows per reward, with how to read a
+        value that is not a finite float, and the reward's time limit."""
+        calls = self.calls()
+        count = len(rows)
+        for k, call in enumerate(calls):
+            low = max(items.start, k * count) - k * count
+            high = min(items.stop, (k + 1) * count) - k * count
+            if low < high:
+                yield (call, rows[low:high], functools.partial(read_value, self.singles[k][2]),
+                       self.limits[k])
+
+    def segments(self, items: range, shared: Any
+                 ) -> Iterator[tuple[Callable[[Any], Any], list[Any], Callable[[Any], Any],
+                                     float]]:
+        """The worker's fast path (see ``rewardsmith.workers``)."""
+        return self.runs(items, self._rows(shared))
+
+    def call_item(self, item: Any, rows: list[Any]) -> Any:
+        """Make one call: an int item on ``rows``, or a group item."""
+        calls = self.calls()
+        started = time.monotonic()
+        if type(item) is int:
+            k, row = divmod(item, len(rows))
+            value = calls[k](rows[row])
+            check_in_time(started, self.limits[k])
+            if type(value) is float and value - value == 0.0:  # finite float: the fast path
+                return value
+            return compact(to_component_result(value, self.singles[k][2]))
+        k, tuples = item
+        rollouts = [Rollout(*data) for data in tuples]
+        raw = self._group_calls[k](rollouts)
+        check_in_time(started, self.group_limits[k])
+        results = group_results(raw, len(rollouts), self.groups[k][2])
+        return [compact(r) for r in results]
+
+    def __call__(self, item: Any, shared: Any) -> Any:
+        return self.call_item(item, self._rows(shared) if type(item) is int else [])
+
+
+class AsyncProgram:
+    """Runs a user's async rewards inside a worker process (see ``AsyncProgram``).
+
+    Items are numbered as for ``SyncProgram``: ``k * rows + row`` is single reward ``k`` on a
+    row (a rollout tuple), ``(k, tuples)`` is group reward ``k`` on a group.
+    """
+
+    def __init__(self, singles: Sequence[Component], groups: Sequence[Component]):
+        def spec(c: Component) -> tuple[Any, dict[str, Any], str, str]:
+            return (c.reward if isinstance(c.reward, str) else c.func, c.params, c.reward_key,
+                    c.name)
+
+        self.singles = [spec(c) for c in singles]
+        self.groups = [spec(c) for c in groups]
+        self._binders: list[Callable[[Any], Any]] | None = None
+        self._group_binders: list[Callable[[Any], Any]] = []
+        self._rows = 1  # rows in the current batch
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"singles": self.singles, "groups": self.groups}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.singles, self.groups = state["singles"], state["groups"]
+        self._binders = None
+        self._group_binders = []
+        self._rows = 1
+
+    def _load(self) -> list[Callable[[Any], Any]]:
+        if self._binders is None:
+            binders = []
+            for reward, params, _key, name in self.singles:
+                func = load_reward(reward).func if isinstance(reward, str) else reward
+                binders.append(make_binder(func, params, what=f"component {name!r}"))
+            for reward, params, _key, name in self.groups:
+                func = load_reward(reward).func if isinstance(reward, str) else reward
+                self._group_binders.append(
+                    make_group_binder(func, params, what=f"component {name!r}"))
+            self._binders = binders
+        return self._binders
+
+    def prepare(self) -> None:
+        """Load every reward (in the worker, when the program arrives)."""
+        self._load()
+
+    def rows(self, shared: Any) -> list[Rollout]:
+        self._rows = max(1, len(shared))
+        return [Rollout(*data) for data in shared]
+
+    def start(self, item: Any, rows: list[Rollout]) -> Any:
+        binders = self._load()
+        if type(item) is int:
+            k, row = divmod(item, len(rows))
+            return binders[k](rows[row])
+        k, tuples = item
+        return self._group_binders[k]([Rollout(*data) for data in tuples])
+
+    def finish(self, item: Any, value: Any) -> Any:
+        if type(item) is int:
+            if type(value) is float and value - value == 0.0:
+                return value
+            return compact(to_component_result(value, self.singles[item // self._rows][2]))
+        k, tuples = item
+        results = group_results(value, len(tuples), self.groups[k][2])
+        return [compact(r) for r in results]
+
+    def __call__(self, item: Any, shared: Any) -> Any:
+        raise RuntimeError("async rewards run through the worker's event loop")
+
+
+def row_layout(components: Sequence[Component]) -> list[str] | None:
+    """The fields every single sync reward reads, in a fixed order; None means whole rollouts."""
+    needed: set[str] = set()
+    for component in components:
+        fields = row_fields(component.func, component.params)  # type: ignore[arg-type]
+        if fields is None:
+            return None
+        needed |= fields
+    return [name for name in ROW_FIELDS if name in needed]
+
+
+def column_of(name: str, rollouts: list[Rollout]) -> list[Any]:
+    """One field of every rollout, as a reward reads it."""
+    if name == "text":
+        return [c if type(c) is str else message_text(c) for c in [r.completion for r in rollouts]]
+    if name == "answer":
+        return [r.answer for r in rollouts]
+    getter = ROW_FIELDS[name]
+    return [getter(r) for r in rollouts]
