@@ -19,6 +19,7 @@ from ..rubric import Rubric
 from ..sqlite_setup import read_only_reason
 from ..store import DEFAULT_STORE_PATH, Store
 from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors
+from .backend_opts import BACKEND_HELP, RAY_ADDRESS_HELP, use_backend
 from .gate import ErrorRateCheck
 from .render import render_summary
 from .streams import results_on_stdout, write_json
@@ -68,6 +69,8 @@ def rescore_command(
                                  "spend nothing."),
     workers: int | None = typer.Option(None, "--workers", "-w", min=0,
                                        help="Worker processes for what must be computed."),
+    backend: str | None = typer.Option(None, "--backend", help=BACKEND_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     max_concurrency: int = typer.Option(64, "--max-concurrency", min=1,
                                         help="Async reward calls at once."),
     advantage: str = typer.Option("grpo", "--advantage",
@@ -92,6 +95,7 @@ def rescore_command(
     if reason is not None and not dry_run:
         raise fail(f"the store {str(store)!r} is read-only ({reason}): a rescore records a new "
                    f"run in it (--dry-run only reads)")
+    use_backend(backend, ray_address)
     new = Rubric.from_yaml(rubric)
     guard_stdout = output == "-" or as_json
     with Store(store, read_only=True if dry_run else None) as opened, \

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from ._app import app, err_console, fail, handle_errors
+from .backend_opts import BACKEND_HELP, RAY_ADDRESS_HELP, use_backend
 from .score_cmd import load_rubric
 
 
@@ -27,6 +28,8 @@ def serve(
     workers: int | None = typer.Option(None, "--workers", "-w", min=0,
                                        help="Worker processes for rewards (default: one per "
                                        "core; 0 runs them in the server process)."),
+    backend: str | None = typer.Option(None, "--backend", help=BACKEND_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     max_batch: int = typer.Option(4096, "--max-batch", min=1,
                                   help="Most rollouts in one request (422 past it)."),
     max_body_bytes: int = typer.Option(64 * 1024 * 1024, "--max-body-bytes", min=1,
@@ -59,6 +62,7 @@ def serve(
         if not token.strip():
             raise fail(f"--token-env {token_env}: the environment variable {token_env} is not "
                        "set or is empty")
+    use_backend(backend, ray_address)
     chosen = load_rubric(rubric, reward, param)
     config = ServerConfig(chosen, host=host, port=port, token=token, workers=workers,
                           max_batch=max_batch, max_body_bytes=max_body_bytes,
