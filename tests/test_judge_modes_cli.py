@@ -139,3 +139,22 @@ def test_killed_and_restarted_pays_exactly_once(server: OpenAIServer, tmp_path: 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["usage"][usage_key(mode)]["calls"] == 0
     assert server.billed == total
+
+
+def test_score_refresh_asks_again_and_keeps_the_old_grades(server: OpenAIServer,
+                                                           tmp_path: Path) -> None:
+    store = tmp_path / "judge.db"
+    rollouts = write_rollouts(tmp_path / "rollouts.jsonl", 2, 3)
+    rubric = write_rubric(tmp_path / "rubric.yaml", server.base_url, store, "group")
+    base = [sys.executable, "-m", "rewardsmith", "score", str(rollouts), "--rubric", str(rubric),
+            "--output", str(tmp_path / "out.jsonl"), "--json", "--workers", "0",
+            "--store", str(tmp_path / "run.db")]
+    calls = []
+    for extra in ([], [], ["--refresh"]):
+        done = subprocess.run([*base, *extra], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        calls.append(json.loads(done.stdout)["usage"].get("judge:quality", {}).get("calls", 0))
+    assert calls == [2, 0, 2] and server.billed == 4
+    with sqlite3.connect(store) as db:
+        assert db.execute("SELECT COUNT(*) FROM judge_history").fetchone() == (12,)

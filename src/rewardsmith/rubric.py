@@ -146,6 +146,12 @@ class Component:
             length=24,
         )
 
+    def refresh_identity(self) -> None:
+        """Recompute an evaluator component's identity after its evaluator's changed (a judge
+        told to ask again), so stored results of the old one are not reused."""
+        if self.evaluator is not None and self._identity:
+            self._identity = content_hash("evaluator", self.evaluator.identity(), length=24)
+
     def identity(self) -> str:
         """What determines this component's value for a rollout: code, params, timeout.
 

@@ -22,6 +22,7 @@ from ..store import DEFAULT_STORE_PATH
 from ..tabular import is_parquet, write_scores_any
 from ..types import Rollout
 from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors
+from .backend_opts import BACKEND_HELP, RAY_ADDRESS_HELP, use_backend
 from .gate import ErrorRateCheck
 from .render import render_summary
 from .streams import results_on_stdout, write_json
@@ -100,6 +101,8 @@ def score(
     workers: int | None = typer.Option(None, "--workers", "-w", min=0,
                                        help="Worker processes (default: one per core; 0 runs "
                                        "in-process without hard timeouts)."),
+    backend: str | None = typer.Option(None, "--backend", help=BACKEND_HELP),
+    ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     max_concurrency: int = typer.Option(64, "--max-concurrency", min=1,
                                         help="Async reward calls at once."),
     max_error_rate: float = typer.Option(0.01, "--max-error-rate", min=0.0, max=1.0,
@@ -115,6 +118,8 @@ def score(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as one JSON "
                                  "document: on stdout, or on stderr with -o -."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no summary."),
+    refresh: bool = typer.Option(False, "--refresh", help="Ask LLM judges again for grades "
+                                 "already recorded (the old ones are kept in the store)."),
 ) -> None:
     """Score rollouts with a rubric and print a summary.
 
@@ -130,7 +135,12 @@ def score(
         if reason is not None:
             raise fail(f"the store {str(store)!r} is read-only ({reason}): give a writable "
                        f"--store, or --no-store")
+    use_backend(backend, ray_address)
     chosen = load_rubric(rubric, reward, param)
+    if refresh:
+        from ..judge import refresh_judges
+
+        refresh_judges(chosen)
     job = ScoreJob(chosen, workers=workers, max_concurrency=max_concurrency,
                    on_bad_line=on_bad_line, keep_scores=is_parquet(output),  # type: ignore[arg-type]
                    trainer=_trainer_name(trainer), advantage_method=_method_name(advantage),

@@ -22,13 +22,14 @@ In Python: ``Judge(name, JudgeConfig(...)).components(weights=...)``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigError, RubricError
-from ..rubric import Component, register_component_kind
+from ..rubric import Component, Rubric, register_component_kind
 from .components import CriterionEvaluator
 from .config import DEFAULT_STORE, Budget, Criterion, JudgeConfig, config_error_message
 from .evaluator import Judge
@@ -46,6 +47,7 @@ __all__ = [
     "RewardModelConfig",
     "Usage",
     "judge_components",
+    "refresh_judges",
 ]
 
 
@@ -74,6 +76,20 @@ def judge_components(name: str, config: Mapping[str, Any], where: str) -> list[C
         raise
     except ConfigError as exc:
         raise RubricError(str(exc)) from None
+
+
+def refresh_judges(rubric: Rubric, before: float | None = None) -> int:
+    """Make every judge of ``rubric`` ask again for grades recorded before ``before`` (default:
+    now) instead of replaying them (see ``Judge.refresh``); the number of judges."""
+    judges = {id(c.evaluator.judge): c.evaluator.judge for c in rubric.components
+              if isinstance(c.evaluator, CriterionEvaluator)}
+    cutoff = time.time() if before is None else before
+    for judge in judges.values():
+        judge.refresh(cutoff)
+    for component in rubric.components:
+        if isinstance(component.evaluator, CriterionEvaluator):
+            component.refresh_identity()
+    return len(judges)
 
 
 register_component_kind("judge", judge_components)

@@ -27,7 +27,10 @@ class CriterionEvaluator:
         return f"CriterionEvaluator({self.judge.name!r}, {self.criterion!r})"
 
     def identity(self) -> str:
-        return self.judge.criterion_identity(self.criterion)
+        identity = self.judge.criterion_identity(self.criterion)
+        # A refreshing judge gives new values: results stored for the old ones are not reused.
+        before = self.judge.refresh_before
+        return identity if before is None else f"{identity}@refresh:{before!r}"
 
     async def evaluate(self, rollouts: Sequence[Rollout]) -> list[ComponentResult]:
         return await self.judge.grade(rollouts, self.criterion)
