@@ -6,7 +6,12 @@
 - second run over the same rollouts (everything replayed from the store): >= 100x faster
   (the median of three replayed runs, each a fresh engine, on a machine others share)
 
-Run: ``.venv/bin/python benchmarks/bench_judge.py`` (about 10 s). Prints a markdown table and
+Then the judge modes on groups of 16 (``--groups`` of them, 2 criteria): pointwise (one call
+per rollout), group (one call per group) and pairwise (32 pairs a group, both orders): calls
+and tokens per rollout, each against pointwise in the same run, and each mode's replayed
+rerun against its first run.
+
+Run: ``.venv/bin/python benchmarks/bench_judge.py`` (about 20 s). Prints markdown tables and
 exits 1 when a target is missed.
 """
 
@@ -27,9 +32,9 @@ SERVER = Path(__file__).resolve().parents[1] / "tests" / "support" / "openai_ser
 MODEL = "judge-2024-01-01"
 
 
-def rubric(base_url: str, store: Path, concurrency: int) -> Rubric:
+def rubric(base_url: str, store: Path, concurrency: int, mode: str = "pointwise") -> Rubric:
     return Rubric.from_dict({"name": "bench-judge", "components": {"quality": {"judge": {
-        "base_url": base_url, "model": MODEL, "store": str(store),
+        "base_url": base_url, "model": MODEL, "store": str(store), "mode": mode,
         "template": "Question: {prompt}\nAnswer: {completion}",
         "criteria": {"helpful": "Does the answer help the user?", "tidy": "Is it concise?"},
         "max_concurrency": concurrency, "timeout": 10}}}})
@@ -40,9 +45,9 @@ def rollouts(n: int, group_size: int = 8) -> list[Rollout]:
                     f"Three times {i} is {3 * i}. #### {3 * i}", str(3 * i)) for i in range(n)]
 
 
-def timed_run(base_url: str, store: Path, concurrency: int,
-              items: list[Rollout]) -> tuple[float, dict[str, float], int]:
-    engine = Engine(rubric(base_url, store, concurrency), workers=0)
+def timed_run(base_url: str, store: Path, concurrency: int, items: list[Rollout],
+              mode: str = "pointwise") -> tuple[float, dict[str, float], int]:
+    engine = Engine(rubric(base_url, store, concurrency, mode), workers=0)
     try:
         engine.check()  # the pre-flight request is not part of the timed run
         gc.collect()  # start each run from a clean heap, not with the last run's garbage
@@ -61,6 +66,7 @@ def main() -> int:
     parser.add_argument("--rollouts", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--groups", type=int, default=16, help="groups of 16 for the modes")
     args = parser.parse_args()
 
     server = subprocess.Popen([sys.executable, str(SERVER), "--latency", str(args.latency),
@@ -84,6 +90,7 @@ def main() -> int:
             usage2 = replays[0][1]
             ok2 = min(r[2] for r in replays)
             replayed_calls = sum(r[1]["calls"] for r in replays)
+            modes = compare_modes(base_url, Path(folder), args.concurrency, args.groups)
     finally:
         if server.stdin is not None:
             server.stdin.close()
@@ -105,7 +112,44 @@ def main() -> int:
           f"{usage2['replayed']:.0f} | {second:.3f} | - | >= 100x faster | "
           f"{'ok' if replay_ok else 'MISSED'} ({speedup:.0f}x faster) |")
     print(f"\nreplayed runs: {', '.join(f'{r[0]:.3f} s' for r in replays)}")
-    return 0 if rate_ok and replay_ok else 1
+    modes_ok = print_modes(modes, args.groups)
+    return 0 if rate_ok and replay_ok and modes_ok else 1
+
+
+def compare_modes(base_url: str, folder: Path, concurrency: int,
+                  groups: int) -> dict[str, tuple[float, dict[str, float], float, float, int]]:
+    """Per mode: first-run seconds, usage, replayed seconds (median of 3), replayed calls, ok."""
+    items = rollouts(16 * groups, group_size=16)
+    out = {}
+    for mode in ("pointwise", "group", "pairwise"):
+        store = folder / f"modes-{mode}.db"
+        first, usage, ok = timed_run(base_url, store, concurrency, items, mode)
+        replays = [timed_run(base_url, store, concurrency, items, mode) for _ in range(3)]
+        out[mode] = (first, usage, statistics.median(r[0] for r in replays),
+                     sum(r[1]["calls"] for r in replays), min(ok, *(r[2] for r in replays)))
+    return out
+
+
+def print_modes(modes: dict[str, tuple[float, dict[str, float], float, float, int]],
+                groups: int) -> bool:
+    n = 16 * groups
+    base_calls = modes["pointwise"][1]["calls"] / n
+    base_tokens = (modes["pointwise"][1]["tokens_in"] + modes["pointwise"][1]["tokens_out"]) / n
+    print(f"\njudge modes: {groups} groups of 16 rollouts, 2 criteria\n")
+    print("| mode | calls/rollout | vs pointwise | tokens/rollout | vs pointwise | first run s "
+          "| replayed s (median of 3) | replay speed-up |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    ok = True
+    for mode, (first, usage, replayed, replayed_calls, good) in modes.items():
+        calls = usage["calls"] / n
+        tokens = (usage["tokens_in"] + usage["tokens_out"]) / n
+        print(f"| {mode} | {calls:.3f} | {calls / base_calls:.3f}x | {tokens:.0f} | "
+              f"{tokens / base_tokens:.2f}x | {first:.3f} | {replayed:.4f} | "
+              f"{first / replayed:.0f}x |")
+        ok = ok and replayed_calls == 0 and good == n
+    if not ok:
+        print("MISSED: a replayed run made calls, or a rollout was not graded")
+    return ok
 
 
 if __name__ == "__main__":

@@ -116,7 +116,7 @@ class JudgeConfig(BaseModel):
     samples: int = Field(default=1, ge=1, le=64)
     logprobs: bool = False
     top_logprobs: int = Field(default=20, ge=1, le=20)
-    group_chunk: int = Field(default=8, ge=2, le=256)
+    group_chunk: int = Field(default=16, ge=2, le=256)
     pair_scoring: PairScoring = "win_rate"
     all_pairs_up_to: int = Field(default=8, ge=2, le=256)
     pairs_per_rollout: int = Field(default=4, ge=2, le=256)
