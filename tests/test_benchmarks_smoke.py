@@ -17,6 +17,7 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 RUNS = {
     "bench_engine.py": ["--rollouts", "3200", "--repeat", "1"],
     "bench_faults.py": ["--rollouts", "600", "--timeout", "0.5"],
+    "bench_ray.py": ["--rollouts", "400"],
     "bench_advantages.py": ["--rewards", "64000", "--repeats", "1"],
     "bench_rescore.py": ["--rollouts", "3200"],
     "bench_judge.py": ["--rollouts", "100", "--latency", "0.02"],

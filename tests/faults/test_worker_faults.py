@@ -336,11 +336,17 @@ def test_a_reward_that_cannot_be_imported_in_a_worker_fails_before_scoring(
 
 def test_a_reward_failing_the_same_way_every_time_raises_instead_of_masking() -> None:
     rubric = Rubric([Component("broken", spec("always_fails"))])
-    rollouts = [r for g in range(4) for r in group([f"t{i}" for i in range(8)], f"g{g}")]
+    rollouts = [Rollout(f"{g}-{i}", f"g{g}", "p", f"t{i}", str(g)) for g in range(4)
+                for i in range(8)]
     with Engine(rubric, workers=1) as engine, pytest.raises(SystematicFailure) as caught:
         engine.score(rollouts)
     assert "settings missing" in str(caught.value)
-    # One group of failures is data (its answer may be the problem), not a broken reward.
-    with Engine(rubric, workers=1) as engine:
-        scores = engine.score(group([f"t{i}" for i in range(20)]))
-    assert all(s.status is Status.ERROR for s in scores)
+    # The same failure within one group, or on rollouts that share one answer (a missing
+    # reference), is the data's: per-rollout errors, not a broken reward.
+    for same_answer in (group([f"t{i}" for i in range(20)]),
+                        [Rollout(f"{g}-{i}", f"g{g}", "p", "#### 4", None) for g in range(4)
+                         for i in range(8)]):
+        with Engine(Rubric([Component("broken", spec("always_fails")),
+                            Component("correct", "gsm8k")]), workers=1) as engine:
+            scores = engine.score(same_answer)
+        assert all(s.status is Status.ERROR for s in scores)

@@ -89,21 +89,24 @@ class SystematicWatch:
 
     A reward that cannot work at all (a missing module inside it, a wrong signature, a sandbox
     that cannot start) would otherwise turn a whole run into masked rewards, which trainers read
-    as zeros. Once a component has succeeded, or failed in two different ways, it is never
-    checked again. Judges are left out: they have budgets and a start-up check of their own.
+    as zeros. Only failures over at least two groups and two different reference answers
+    count: the same failure on rollouts that share an answer (a missing or unreadable
+    reference) is the data's, and stays a per-rollout error. Once a component has succeeded,
+    or failed in two different ways, it is never checked again. Judges are left out: they have
+    budgets and a start-up check of their own.
     """
 
     def __init__(self, rubric: Rubric):
         self._rubric = rubric
-        # Per component: (message, calls, groups seen), or None once disarmed.
-        self._state: dict[str, tuple[str, int, set[str]] | None] = {
-            c.name: ("", 0, set()) for c in rubric.components if c.evaluator is None}
+        # Per component: (message, calls, groups and answers seen), or None once disarmed.
+        self._state: dict[str, tuple[str, int, set[str], set[str]] | None] = {
+            c.name: ("", 0, set(), set()) for c in rubric.components if c.evaluator is None}
 
     def check(self, rollouts: list[Rollout], results: dict[str, list[Cell]]) -> None:
         for name, state in self._state.items():
             if state is None:
                 continue
-            message, count, groups = state
+            message, count, groups, answers = state
             for rollout, cell in zip(rollouts, results[name]):
                 if type(cell) is float or cell is None:
                     state = None
@@ -118,9 +121,12 @@ class SystematicWatch:
                     break
                 message, count = text, count + 1
                 groups.add(rollout.group)
-                state = (message, count, groups)
+                if len(answers) < 2:
+                    answers.add(repr(rollout.answer)[:200])
+                state = (message, count, groups, answers)
             self._state[name] = state
-            if state is not None and count >= SYSTEMATIC_CALLS and len(groups) >= 2:
+            if (state is not None and count >= SYSTEMATIC_CALLS and len(groups) >= 2
+                    and len(answers) >= 2):
                 raise SystematicFailure(
                     f"component {name!r} failed the same way on each of its first {count} "
                     f"calls ({message}): the reward cannot work as set up; fix it before "

@@ -122,6 +122,7 @@ class Engine:
         self.ray_address = ray_address or env_address
         self._ray_runtime_env = ray_runtime_env
         self.rubric = rubric
+        self._workers_asked = workers
         self.workers = default_worker_count() if workers is None else workers
         if self.workers < 0:
             raise ValueError(f"workers must be >= 0, not {self.workers}")
@@ -207,7 +208,9 @@ class Engine:
         # Started on first use: a batch answered entirely from the cache starts no process.
         with self._lock:
             if self._executor is None:
-                executor = make_executor(self.backend, self.workers, self.ray_address,
+                # On Ray, workers are per node: by default each node's own CPUs.
+                count = self.workers if self.backend == "local" else (self._workers_asked or 0)
+                executor = make_executor(self.backend, count, self.ray_address,
                                          self._ray_runtime_env)
                 executor.register(self._program_key, self._program)
                 if self._async_work:
