@@ -69,9 +69,7 @@ def _unbox(box: str) -> str:
             break  # not one box around everything, as in \\boxed{1}+\\boxed{2}
         box = whole.group(1).strip()
     if _is_prose(box):
-        inner = _last_expression(box, whole=False)
-        if inner:
-            return inner[0]
+        return _in_sentence(box) or box
     return box
 
 
@@ -93,9 +91,7 @@ def _tail(text: str) -> str | None:
     line = _SENTENCE_END.split(line, maxsplit=1)[0]
     line = line.strip().strip("*").strip()
     if _is_prose(line):
-        # "The largest $n$ is 34": the answer is the sentence's last expression.
-        inner = _last_expression(line, whole=False)
-        return inner[0] if inner else None
+        return _in_sentence(line) or line
     return line or None
 
 
@@ -110,6 +106,16 @@ def _is_prose(text: str) -> bool:
     """Words that are not math (``\\text{}`` units aside) next to digits: a sentence."""
     words = _WORD.findall(_TEXT_GROUP.sub(" ", text))
     return any(w.lower() not in _MATH_WORDS for w in words) and any(c.isdigit() for c in text)
+
+
+def _in_sentence(text: str) -> str | None:
+    """The one value a sentence states: "The largest $n$ is 34." gives 34 (a bare name such
+    as $n$ or $f(x)$ is not a value). None when it states none or several ("3, not 4")."""
+    found = [next(g for g in m.groups() if g is not None).strip() for m in _MATH.finditer(text)]
+    outside = _DOLLAR_SPAN.sub(lambda m: " " * len(m.group(0)), text)
+    found += [m.group(0).strip() for m in _PLAIN.finditer(outside)]
+    values = [f for f in found if any(c.isdigit() or c == "\\" for c in f)]
+    return values[0] if len(values) == 1 else None
 
 
 def _last_expression(text: str, *, whole: bool = True) -> tuple[str, str] | None:
