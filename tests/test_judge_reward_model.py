@@ -104,3 +104,12 @@ def test_a_request_refused_is_an_error_for_the_group(server: OpenAIServer,
     scores, usage = run(rubric(server, tmp_path / "rm.db", api="openrlhf"), rollouts(1, 2))
     assert usage["failed"] == 1
     assert all("request failed: HTTP 400" in (s.errors.get("rm") or "") for s in scores)
+
+
+def test_the_budget_stops_requests_cleanly(server: OpenAIServer, tmp_path: Path) -> None:
+    scores, usage = run(rubric(server, tmp_path / "rm.db", api="openrlhf", max_concurrency=1,
+                               budget={"max_calls": 2}), rollouts(4, 2))
+    assert server.billed == 2 and usage["calls"] == 2 and usage["unscored"] == 4
+    assert sum(s.status is Status.OK for s in scores) == 4
+    assert all("budget spent (max_calls=2)" in (s.errors.get("rm") or "") for s in scores
+               if s.status is not Status.OK)

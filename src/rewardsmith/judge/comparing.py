@@ -88,6 +88,8 @@ class Comparer:
             shared = run.comparisons.get(signature)
             if shared is None:
                 task = run.loop.create_task(self._group(run, members))
+                run.tasks.add(task)  # cancelled if the judge closes first
+                task.add_done_callback(run.tasks.discard)
                 shared = run.comparisons[signature] = (task, set())
             task, fetched = shared
             fetched.add(criterion)

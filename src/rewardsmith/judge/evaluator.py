@@ -254,7 +254,11 @@ class Judge:
         return ComponentResult(value, metrics={"spread": spread})
 
     def record_keys(self, rollout: Rollout) -> dict[str, str]:
-        """The store key of each criterion's grade of ``rollout``: equal keys, replayed grade."""
+        """The store key of each criterion's grade of ``rollout``: equal keys, replayed grade.
+        Pointwise only: in group and pairwise modes a grade's key depends on the others."""
+        if self.config.mode != "pointwise":
+            raise JudgeError(f"judge {self.name!r}: in mode {self.config.mode} a grade's record "
+                             f"key depends on the rollouts it was judged with")
         key = self.template.fingerprint(self.template.values(rollout))
         return {c: self._record_key(key, c) for c in self.criteria}
 

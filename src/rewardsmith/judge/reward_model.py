@@ -34,8 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..errors import ConfigError, JudgeError, RewardsmithError, RubricError
 from ..rubric import Component, register_component_kind
 from ..types import ComponentResult, Rollout, Status, content_hash
-from .client import _error_text, _model_ids, _retry_after, _transport_reason
-from .config import DEFAULT_STORE, config_error_message
+from .client import RateLimiter, _error_text, _model_ids, _retry_after, _transport_reason
+from .config import DEFAULT_STORE, Budget, config_error_message
 from .ledger import CallRecord, Ledger, Owner
 from .prompt import MissingField, Template
 from .usage import Usage
@@ -60,6 +60,8 @@ class RewardModelConfig(BaseModel):
     class_index: int | None = Field(default=None, ge=0)
     api_key_env: str | None = None
     max_concurrency: int = Field(default=8, ge=1, le=1024)
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    budget: Budget = Field(default_factory=Budget)
     timeout: float = Field(default=60.0, gt=0)
     retries: int = Field(default=4, ge=0, le=100)
     retry_backoff: float = Field(default=0.5, ge=0)
@@ -244,6 +246,14 @@ class RewardModel:
                 found[key] = record.value
         if claim.mine:
             async with state.semaphore:
+                limit = self._spent(state)
+                if limit is not None:
+                    await state.ledger.run(state.ledger.release, claim.mine, state.owner)
+                    state.usage.budget_exhausted = 1
+                    state.usage.unscored += len(claim.mine)
+                    found.update({k: f"reward_model {self.name!r}: budget spent ({limit}); not "
+                                     f"scored" for k in claim.mine})
+                    return found
                 state.usage.calls += 1
                 call, outcomes = await self._call(state, [texts[k] for k in claim.mine],
                                                   claim.mine)
@@ -286,6 +296,8 @@ class RewardModel:
         while True:
             call.attempts += 1
             wait: float | None = None
+            if state.requests is not None:
+                await state.requests.acquire(1.0)
             try:
                 response = await state.http.post(url, json=body)
             except httpx.HTTPError as exc:
@@ -305,6 +317,15 @@ class RewardModel:
             delay = min(wait, config.max_retry_wait) if wait is not None else \
                 random.uniform(ceiling / 2, ceiling)
             await asyncio.sleep(delay)
+
+    def _spent(self, state: _State) -> str | None:
+        """The first budget limit reached (calls or tokens), or None."""
+        budget = self.config.budget
+        if budget.max_calls is not None and state.usage.calls >= budget.max_calls:
+            return f"max_calls={budget.max_calls}"
+        if budget.max_tokens is not None and state.usage.tokens_in >= budget.max_tokens:
+            return f"max_tokens={budget.max_tokens}"
+        return None
 
     def _failed(self, state: _State, call: CallRecord, reason: str, keys: list[str],
                 status: int | None = None) -> tuple[CallRecord, dict[str, float | str]]:
@@ -374,6 +395,8 @@ class _State:
         self.ledger = Ledger(path)
         self.watcher = Watcher(self.ledger, self.owner)
         self.http: httpx.AsyncClient | None = None
+        rate = model.config.requests_per_minute
+        self.requests = RateLimiter(rate) if rate else None
 
 
 def reward_model_components(name: str, config: Mapping[str, Any], where: str) -> list[Component]:
