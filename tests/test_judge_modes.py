@@ -289,3 +289,9 @@ def test_group_reply_missing_a_response_is_an_error_for_it_alone(tmp_path: Path)
     assert usage["failed"] == 1
     assert all(s.status is not Status.OK for s in scores)
     assert "judge reply" in json.dumps([s.errors for s in scores])
+
+
+def test_a_lone_rollout_cannot_be_judged_pairwise(server: OpenAIServer, tmp_path: Path) -> None:
+    scores, usage = run(rubric(server, tmp_path / "j.db", mode="pairwise"), rollouts(1, 1))
+    assert usage["calls"] == 0 and scores[0].status is not Status.OK
+    assert "at least two rollouts" in scores[0].errors["helpful"]

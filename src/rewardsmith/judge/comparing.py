@@ -181,6 +181,11 @@ class Comparer:
                         members: list[_Member]) -> dict[str, list[ComponentResult]]:
         judge = self.judge
         config = judge.config
+        if len(members) < 2:
+            lone = ComponentResult.failed(Status.ERROR, f"judge {judge.name!r}: pairwise judging "
+                                          f"needs at least two rollouts in a group, this one has "
+                                          f"{len(members)}")
+            return {name: [lone] * len(members) for name in judge.criteria}
         pairs = plan_pairs(len(members), config.all_pairs_up_to, config.pairs_per_rollout)
         samples = config.samples
         jobs = []
