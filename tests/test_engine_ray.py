@@ -81,3 +81,32 @@ def test_ray_runs_async_rewards_under_hard_limits_and_keeps_finished_calls(
 def test_unknown_backend_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown backend"):
         Engine(Rubric([Component("right", "gsm8k")]), backend="spark")
+
+
+@pytest.mark.slow
+def test_two_nodes_on_one_machine_share_the_batches(tmp_path: Path) -> None:
+    if ray.is_initialized():
+        pytest.skip("a Ray cluster is already connected in this process")
+    from ray.cluster_utils import Cluster
+
+    folder = tempfile.mkdtemp(prefix="rs-ray2-", dir="/tmp")
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "include_dashboard": False, "temp_dir": folder})
+    cluster.add_node(num_cpus=1)
+    try:
+        ray.init(address=cluster.address, log_to_driver=False)
+        rubric = Rubric([Component("hang", f"{USER}:loop_forever", timeout=1.0),
+                         Component("right", "gsm8k")])
+        texts = ["#### 4", "hang", "#### 5", "x"] * 12
+        with Engine(rubric, workers=1, backend="ray", batch_rollouts=32) as engine:
+            executor = engine._executor_for_work()
+            scores = engine.score(rollouts(texts))
+            assert executor.nodes == 2  # type: ignore[attr-defined]
+            busy = [n for n in executor._replaced if n]  # type: ignore[attr-defined]
+        assert len(busy) == 2  # both nodes ran (and killed) hanging calls
+        assert [s.status for s in scores[:4]] == [Status.OK, Status.TIMEOUT, Status.OK,
+                                                  Status.OK]
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(folder, ignore_errors=True)
