@@ -15,8 +15,9 @@ from rewardsmith.engine.executors import BACKEND_ENV, RAY_ADDRESS_ENV
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(BACKEND_ENV, raising=False)
-    monkeypatch.delenv(RAY_ADDRESS_ENV, raising=False)
+    # Set (empty: the default) so that what a test sets is undone after it.
+    monkeypatch.setenv(BACKEND_ENV, "")
+    monkeypatch.setenv(RAY_ADDRESS_ENV, "")
 
 
 def rollouts(tmp_path: Path) -> Path:
