@@ -28,6 +28,7 @@ from .errors import InputError
 from .files.atomic import atomic_text
 from .files.jsonl import parse_json_line, read_json_objects, read_jsonl
 from .types import Rollout, Score, content_hash
+from .workers import gc_paused
 
 __all__ = [
     "RolloutReader",
@@ -127,10 +128,10 @@ class UniqueIds:
     def __init__(self, source: str, unit: str = "line"):
         self.source = source
         self.unit = unit
-        self._first: dict[str, int] = {}
+        self.first_line: dict[str, int] = {}  # id -> where it was first seen
 
     def add(self, rollout_id: str, number: int) -> None:
-        first = self._first.setdefault(rollout_id, number)
+        first = self.first_line.setdefault(rollout_id, number)
         if first != number:
             raise InputError(
                 f"rollout id {rollout_id!r} is also the id of {self.unit} {first}: ids must be "
@@ -183,16 +184,28 @@ class RolloutReader:
                 yield rollout
 
     def read(self, path: str | Path) -> Iterator[Rollout]:
-        for line in read_jsonl(path, source=self.source):
-            self.lines_read = line.number
-            rollout = self._rollout(line.number, line.value, line.error)
-            if rollout is not None:
-                yield rollout
+        first_line = self._ids.first_line
+        for number, value, error in read_jsonl(path, source=self.source):
+            self.lines_read = number
+            if error is None:  # the common case inline: files hold millions of lines
+                try:
+                    rollout = rollout_from_dict(value, default_id=str(number))
+                except (ValueError, RecursionError):
+                    pass  # reported by the general path below
+                else:
+                    if first_line.setdefault(rollout.id, number) != number:
+                        self._ids.add(rollout.id, number)  # raises, naming both lines
+                    yield rollout
+                    continue
+            found = self._rollout(number, value, error)
+            if found is not None:
+                yield found
 
 
 def read_rollouts(path: str | Path, *, on_bad_line: OnBadLine = "fail") -> list[Rollout]:
     """Every rollout in a JSONL file (bad lines raise, or are skipped with ``on_bad_line``)."""
-    return list(RolloutReader(str(path), on_bad_line).read(path))
+    with gc_paused():  # a file's rollouts form no reference cycles: no collector passes
+        return list(RolloutReader(str(path), on_bad_line).read(path))
 
 
 def group_rollouts(rollouts: Iterable[Rollout]) -> list[list[Rollout]]:

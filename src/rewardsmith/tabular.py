@@ -29,6 +29,7 @@ from .io import (
     score_line,
 )
 from .types import Rollout, Score
+from .workers import gc_paused
 
 __all__ = [
     "PARQUET_SUFFIXES",
@@ -131,7 +132,8 @@ def read_rollouts_any(path: str | Path, *, on_bad_line: OnBadLine = "fail",
     if is_parquet(path):
         return read_rollouts_parquet(path, on_bad_line=on_bad_line, bad_lines=bad_lines)
     reader = RolloutReader(str(path), on_bad_line)
-    rollouts = list(reader.read(path))
+    with gc_paused():  # a file's rollouts form no reference cycles: no collector passes
+        rollouts = list(reader.read(path))
     if bad_lines is not None:
         bad_lines.extend(reader.bad_lines)
     return rollouts

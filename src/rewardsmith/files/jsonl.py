@@ -57,16 +57,22 @@ def read_jsonl(path: str | Path, *, source: str | None = None) -> Iterator[JsonL
         handle = open(path, "rb")  # noqa: SIM115 - closed below; a generator holds it open
     except OSError as exc:
         raise InputError(f"cannot open: {exc.strerror or exc}", source=name) from None
+    make = JsonLine._make
+    loads = json.loads
     with handle:
         for number, raw in enumerate(handle, start=1):
             if number == 1 and raw.startswith(_BOM):
                 raw = raw[len(_BOM):]
-            if not raw.strip():
-                continue
             try:
-                yield JsonLine(number, parse_json_line(raw, number, name), None)
-            except InputError as exc:
-                yield JsonLine(number, None, exc)
+                # The common case inline: a valid line costs one decode and one parse.
+                yield make((number, loads(raw.decode("utf-8")), None))
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+                if not raw.strip():
+                    continue
+                try:
+                    parse_json_line(raw, number, name)
+                except InputError as exc:
+                    yield make((number, None, exc))
 
 
 def read_json_objects(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
