@@ -30,6 +30,9 @@ tag soup: ...                              mismatched, reversed, nested, unclose
                                            empty or repeated tags; the answer only
                                            inside them; text before them
 padded to the length limit (and cut)       a correct answer padded to the limit        length
+cheats and escapes (see ``code_kinds``)    early exit, ``__eq__`` always True, patched  code
+                                           builtins, kill -1, a daemon, looking up the
+                                           expected outputs
 =========================================  ==========================================  ==============
 """
 
