@@ -208,8 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     url = args.judge_url
     if url is None:
         server, url = start_test_judge()
-    workdir = Path(tempfile.mkdtemp(prefix="rewardsmith-flyte-"))
-    store = args.store or workdir / "rewardsmith.db"
+    # Flyte's local run data goes away at exit; the store is kept for `rewardsmith rescore`.
+    scratch = tempfile.TemporaryDirectory(prefix="rewardsmith-flyte-run-")
+    workdir = Path(scratch.name)
+    store = args.store or Path(tempfile.mkdtemp(prefix="rewardsmith-flyte-")) / "rewardsmith.db"
     try:
         rubric = build_rubric(url, args.judge_model, args.api_key_env)
         reward = reward_task(rubric, retries=2, timeout=300, store=store,
@@ -240,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     finally:
+        scratch.cleanup()
         if server is not None:
             assert server.stdin is not None
             server.stdin.close()
