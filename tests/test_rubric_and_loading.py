@@ -164,3 +164,21 @@ def test_source_identity_tracks_the_module(tmp_path: Path) -> None:
     from rewardsmith.rewards.answers import gsm8k, number
 
     assert source_identity(gsm8k) != source_identity(number)
+
+
+def test_a_reward_can_ask_for_a_trajectorys_turns() -> None:
+    from rewardsmith import Component, Engine, Rollout, Rubric
+
+    def tools_used(turns: list) -> float:
+        return float(sum(len(turn.tool_calls) for turn in turns))
+
+    conversation = [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "search", "arguments": "{\"q\": \"x\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "found"},
+        {"role": "assistant", "content": "done"},
+    ]
+    with Engine(Rubric([Component("tools", tools_used)]), workers=0) as engine:
+        [score] = engine.score_group([Rollout("1", "g", "p", conversation, None)])
+    assert score.reward == 1.0

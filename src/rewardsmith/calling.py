@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .errors import ConfigError
+from .trajectory import turns
 from .types import ComponentResult, Rollout, Score, Status
 
 __all__ = [
@@ -70,6 +71,8 @@ _SINGLE_FIELDS: dict[str, Callable[[Rollout], Any]] = {
     "group": lambda r: r.group,
     # slime/Miles rewards are written as custom_rm(args, sample): they get no run arguments here.
     "args": lambda r: None,
+    # A multi-turn trajectory's turns, tool calls with their replies (see ``trajectory``).
+    "turns": lambda r: turns(r),
 }
 # What **kwargs receives: each field once, by its first name.
 _KWARGS_FIELDS = ("completion", "answer", "prompt", "metadata", "truncated", "rollout", "id", "group")
