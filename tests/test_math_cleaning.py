@@ -15,7 +15,7 @@ from rewardsmith.rewards.mathanswer.check import MAX_INTEGER_DIGITS
 from rewardsmith.rewards.mathanswer.extraction import extract_answer, reference_text
 from rewardsmith.rewards.mathanswer.latex import clean, decimal_comma, undouble
 
-PROPERTY = settings(max_examples=150, deadline=None)
+PROPERTY = settings(max_examples=60, deadline=None)
 
 
 @pytest.mark.parametrize(
