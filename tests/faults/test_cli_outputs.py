@@ -49,6 +49,14 @@ def rollouts_file(path: Path, count: int, *, bad_line: int | None = None) -> Pat
     return path
 
 
+def score_into_store(rollouts: Path, rubric: Path, store: Path, scored: Path) -> None:
+    """The setup of a test about something else: scored in this process, no CLI start-up."""
+    from rewardsmith import Rubric, ScoreJob
+
+    with scored.open("w", encoding="utf-8") as handle:
+        ScoreJob(Rubric.from_yaml(rubric), workers=0, store=str(store)).run(rollouts, handle)
+
+
 def leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
 
@@ -203,9 +211,7 @@ def test_rescore_and_import_refuse_to_write_over_their_inputs(tmp_path: Path,
     rubric.write_text("components:\n  correct: {reward: gsm8k}\n", encoding="utf-8")
     store = tmp_path / "run.db"
     scored = tmp_path / "scored.jsonl"
-    first = cli("score", rollouts_file(tmp_path / "r.jsonl", 4), "--rubric", rubric, "-o",
-                scored, "--store", store, "--workers", "0", cwd=tmp_path)
-    assert first.returncode == 0, first.stderr
+    score_into_store(rollouts_file(tmp_path / "r.jsonl", 4), rubric, store, scored)
     store_bytes, scored_bytes = store.read_bytes(), scored.read_bytes()
     rescored = cli("rescore", "--store", store, "--rubric", rubric, "-o", alias(store),  # type: ignore[operator]
                    cwd=tmp_path)

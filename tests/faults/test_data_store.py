@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from rewardsmith import Rollout, StoreError
+from rewardsmith import Rollout, Rubric, ScoreJob, StoreError
 from rewardsmith.judge.ledger import Ledger
 from rewardsmith.status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of, status_of
 from rewardsmith.store import SCHEMA_VERSION, Store
@@ -46,9 +46,9 @@ def scored_store(tmp_path: Path) -> Iterator[Path]:
     (folder / "r.jsonl").write_text("".join(
         json.dumps({"id": str(i), "prompt": f"q{i // 2}", "completion": f"#### {i % 3}",
                     "answer": "1"}) + "\n" for i in range(8)), encoding="utf-8")
-    done = cli("score", "r.jsonl", "--rubric", "rubric.yaml", "-o", "s.jsonl", "--store",
-               "run.db", "--workers", "0", cwd=folder)
-    assert done.returncode == 0, done.stderr
+    with (folder / "s.jsonl").open("w", encoding="utf-8") as handle:  # set up in-process
+        ScoreJob(Rubric.from_yaml(folder / "rubric.yaml"), workers=0,
+                 store=str(folder / "run.db")).run(folder / "r.jsonl", handle)
     yield folder
     folder.chmod(0o755)  # let pytest clean up
 
