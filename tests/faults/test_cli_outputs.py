@@ -115,7 +115,7 @@ def test_a_stopped_run_leaves_the_output_and_is_marked_interrupted(
     store = tmp_path / "run.db"
     child = subprocess.Popen(
         [*CLI, "score", str(rollouts_file(tmp_path / "r.jsonl", 400)), "--rubric", str(rubric),
-         "-o", str(out), "--store", str(store), "--workers", "1"],
+         "-o", str(out), "--store", str(store), "--workers", "0"],
         cwd=tmp_path, env={**os.environ, "SLOW_MARKER": str(marker)},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -124,7 +124,7 @@ def test_a_stopped_run_leaves_the_output_and_is_marked_interrupted(
             time.sleep(0.02)
         assert child.poll() is None, child.communicate()[1]
         child.send_signal(signum)
-        _, stderr = child.communicate(timeout=30)
+        _, stderr = child.communicate(timeout=60)
     finally:
         if child.poll() is None:
             child.kill()
