@@ -176,7 +176,10 @@ def worker_main(conn: Any, slot: Any, buffer: Any, log_block: Any, owner: int) -
             del message, raw
         finally:
             gc.enable()
-        conn.send_bytes(reply)
+        try:
+            conn.send_bytes(reply)
+        except OSError:  # the parent stopped listening (it is closing): nothing to report to
+            _end_group()
         if recycle:
             _end_group()  # memory may be left fragmented or half-freed: a fresh process follows
 

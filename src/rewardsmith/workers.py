@@ -504,7 +504,8 @@ class WorkerPool:
             if failed_at < 0:  # the batch itself could not be run: every call gets why
                 for index in todo:
                     failures[index] = failure
-                worker = spare.replace(worker)
+                if not self._closed:
+                    worker = spare.replace(worker)
                 break
             # The worker was killed (timeout, memory) or died at position ``failed_at``: that
             # call gets the failure, the calls it had finished come from its result log, and
@@ -552,6 +553,9 @@ class WorkerPool:
                     return None, -1, (ERROR, message[1])
                 return (message[1], message[2], message[3]), -1, (OK, None)
             idle()
+            if self._closed:  # closing: the calls still running are stopped, not waited for
+                self._kill(worker, replaced=False)
+                return None, -1, (ERROR, "the worker pool was closed while this call ran")
             if slot[_SLOT_BATCH] != number:  # not started yet (or still reading the batch)
                 if not worker.process.is_alive():
                     return None, *self._died(worker, number)

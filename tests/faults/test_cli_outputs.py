@@ -117,7 +117,10 @@ def test_a_stopped_run_leaves_the_output_and_is_marked_interrupted(
         [*CLI, "score", str(rollouts_file(tmp_path / "r.jsonl", 400)), "--rubric", str(rubric),
          "-o", str(out), "--store", str(store), "--workers", "0"],
         cwd=tmp_path, env={**os.environ, "SLOW_MARKER": str(marker)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A test run started in the background inherits SIGINT ignored, as shells set it for
+        # background jobs; the CLI rightly keeps it so. Here it must be the default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while not marker.exists() and child.poll() is None and time.monotonic() < deadline:

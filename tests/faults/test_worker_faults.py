@@ -350,3 +350,25 @@ def test_a_reward_failing_the_same_way_every_time_raises_instead_of_masking() ->
                             Component("correct", "gsm8k")]), workers=1) as engine:
             scores = engine.score(same_answer)
         assert all(s.status is Status.ERROR for s in scores)
+
+
+def test_closing_an_engine_stops_calls_still_running_at_once() -> None:
+    rubric = Rubric([Component("f", spec("faulty"), timeout=600)])
+    engine = Engine(rubric, workers=1)
+    engine.score_group(group(["warm"], "warm"))
+    outcome: list[object] = []
+
+    def score() -> None:
+        try:
+            outcome.append(engine.score_group(group(["hang:1"])))
+        except Exception as exc:  # noqa: BLE001 - what the caller sees is checked below
+            outcome.append(exc)
+
+    running = threading.Thread(target=score)
+    running.start()
+    time.sleep(1.0)
+    started = time.monotonic()
+    engine.close()
+    assert time.monotonic() - started < 3.0  # not the 5 s join, not the 600 s call
+    running.join(10)
+    assert outcome  # the caller got an answer: scores with an error, or an exception

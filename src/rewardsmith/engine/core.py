@@ -77,8 +77,21 @@ class _LoopThread:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
     def close(self) -> None:
+        """Cancel what still runs here (its callers get ``CancelledError`` instead of waiting
+        for ever), then stop the loop."""
         if self.loop.is_closed():
             return
+
+        async def cancel_the_rest() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            self.submit(cancel_the_rest()).result(timeout=5)
+        except Exception:  # noqa: BLE001 - stopping goes on whatever the tasks did
+            pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
