@@ -140,12 +140,22 @@ def _marks(language: str) -> list[Any]:
 )
 def test_hand_labeled(language: str, program: str, tests: Any, expected: float,
                       metric: str | None) -> None:
+    scripts = "test" in tests if isinstance(tests, dict) else False
     result = code(fenced({"python": "python", "cpp": "cpp", "javascript": "js"}[language],
-                         program), tests, language=language, time_limit=1.0)
+                         program), tests, language=language, time_limit=1.0,
+                  script_tests=scripts and language == "javascript")
     assert result["reward"] == expected, result
     if metric is not None:
         assert result[metric] > 0, result
-    assert result["total"] == len(parse_tests(tests, language))
+    assert result["total"] == len(parse_tests(tests, language, script_tests=True))
+
+
+def test_javascript_test_scripts_are_refused_unless_their_risk_is_accepted() -> None:
+    tests = {"asserts": ["if (add(1, 2) !== 3) throw new Error('no');"]}
+    with pytest.raises(ValueError, match="forge a pass"):
+        code(fenced("js", "function add(a, b) { return a + b; }"), tests,
+             language="javascript")
+    assert parse_tests(tests, "javascript", script_tests=True)[0].check == "script"
 
 
 def test_mode_all_is_zero_unless_every_test_passes() -> None:

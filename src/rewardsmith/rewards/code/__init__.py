@@ -65,11 +65,12 @@ def code(
     total_time_limit: float = _DEFAULTS.total_time,
     float_tolerance: float | None = None,
     sandbox: str = "bubblewrap",
+    script_tests: bool = False,
 ) -> dict[str, float]:
     """Code: the program in the completion passes the answer's tests, run in a sandbox."""
     if language not in LANGUAGES:
         raise ValueError(f"language {language!r} is not supported")
-    tests = parse_tests(answer, language)
+    tests = parse_tests(answer, language, script_tests=script_tests)
     program = extract_program(completion if isinstance(completion, str) else str(completion),
                               language)
     job = Job(language, program, tuple(t.spec for t in tests),

@@ -44,12 +44,21 @@ class CodeTest:
     check: str = "stdout"
 
 
-def parse_tests(answer: Any, language: str) -> list[CodeTest]:
-    """The tests in ``answer``; ``ValueError`` naming what is wrong when they cannot be read."""
+def parse_tests(answer: Any, language: str, *, script_tests: bool = False) -> list[CodeTest]:
+    """The tests in ``answer``; ``ValueError`` naming what is wrong when they cannot be read.
+
+    JavaScript test scripts run in the program's own process, where a program could forge a
+    pass: they are refused unless ``script_tests`` says the risk is accepted.
+    """
     data = _as_data(answer)
     tests = _parse(data, language)
     if not tests:
         raise ValueError("the reference holds no tests (empty inputs, asserts or check)")
+    if language == "javascript" and not script_tests and any(t.check == "script"
+                                                              for t in tests):
+        raise ValueError("JavaScript test scripts ('test'/'asserts') run inside the program's "
+                         "own process, where a program can forge a pass: use stdin/stdout or "
+                         "fn_name tests, or set script_tests: true to accept that risk")
     return tests
 
 
