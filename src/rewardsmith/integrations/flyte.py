@@ -287,7 +287,8 @@ class RewardTaskResolver:
         return value.score_group if isinstance(value, RewardTask) else value
 
     def load_app_env(self, loader_args: str) -> Any:
-        raise NotImplementedError("rewardsmith tasks are tasks, not apps")
+        # Part of Flyte's resolver protocol; only ``flyte serve`` calls it, for apps.
+        raise ConfigError("a rewardsmith resolver loads reward tasks, not app environments")
 
 
 # ------------------------------------------------------------------ rescoring outside Flyte
