@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test test-slow check lint bench clean sandbox
+.PHONY: demo test test-slow check lint bench clean sandbox browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,13 +23,23 @@ sandbox:
 	    echo "bubblewrap is missing; code rewards need it. Run: sudo apt-get install -y bubblewrap (Debian/Ubuntu) or sudo dnf install bubblewrap (Fedora)"; \
 	  fi; }
 
+# The HTML report's browser tests drive a headless Chromium: install it when missing and we
+# can (root on Debian/Ubuntu), else say what to run. Without it, those tests skip.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
+	  else \
+	    echo "chromium is missing; the report's browser tests will skip. Run: sudo apt-get install -y chromium"; \
+	  fi; }
+
 demo: $(STAMP) sandbox
 	$(BIN)/rewardsmith demo
 
-test: $(STAMP) sandbox
+test: $(STAMP) sandbox browser
 	$(BIN)/python -m pytest -m "not slow"
 
-test-slow: $(STAMP) sandbox
+test-slow: $(STAMP) sandbox browser
 	$(BIN)/python -m pytest -m slow
 
 check: $(STAMP)

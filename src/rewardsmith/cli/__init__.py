@@ -7,6 +7,7 @@ from . import advantages_cmd as _advantages_cmd  # noqa: F401
 from . import diff_cmd as _diff_cmd  # noqa: F401
 from . import judge_eval_cmd as _judge_eval_cmd  # noqa: F401
 from . import list_cmd as _list_cmd  # noqa: F401
+from . import report_cmd as _report_cmd  # noqa: F401
 from . import rescore_cmd as _rescore_cmd  # noqa: F401
 from . import score_cmd as _score_cmd  # noqa: F401
 from . import serve_cmd as _serve_cmd  # noqa: F401
