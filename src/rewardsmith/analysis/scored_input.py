@@ -1,0 +1,126 @@
+"""Scored files as the gate and the drift watch read them: every line checked for the fields
+they rely on, so that a rollouts file given by mistake, a NaN reward or a duplicated id is an
+``InputError`` naming the file and the line instead of a silently wrong verdict.
+
+Besides the scored-JSONL contract (``id``, ``group``, ``reward``, ``status``, ``components``,
+``errors``, ``advantage``, ``metrics``) a line may carry ``step`` (a training step, an integer):
+a file holding several steps can be split into them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..files import read_json_objects
+from ..tabular import is_parquet, read_scores_parquet
+from ..types import Score, Status
+
+__all__ = ["ScoredLine", "read_scored"]
+
+_ROLLOUT_KEYS = ("completion", "response", "prompt")
+_STATUSES = {status.value for status in Status}
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredLine:
+    """One scored rollout with where it came from (``line``: 1-based line or row number)."""
+
+    score: Score
+    step: int | None
+    line: int
+
+
+def _number(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{what} must be a number or null, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{what} is {value!r}: only finite numbers (or null) are accepted")
+    return number
+
+
+def _step(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"'step' must be an integer, got {value!r}")
+    return value
+
+
+def _check_line(data: Mapping[str, Any]) -> None:
+    missing = [key for key in ("id", "group") if key not in data]
+    if missing:
+        raise ValueError(f"missing {', '.join(map(repr, missing))}")
+    if "reward" not in data:
+        hint = (" (this looks like a rollouts file: score it first)"
+                if any(key in data for key in _ROLLOUT_KEYS) else "")
+        raise ValueError(f"no 'reward': not a scored line{hint}")
+    _number(data["reward"], "'reward'")
+    status = data.get("status", "ok")
+    if status not in _STATUSES:
+        raise ValueError(f"'status' must be one of {sorted(_STATUSES)}, got {status!r}")
+    components = data.get("components") or {}
+    if not isinstance(components, dict):
+        raise ValueError(f"'components' must be an object, got {type(components).__name__}")
+    for name, value in components.items():
+        _number(value, f"component {name!r}")
+
+
+def _read_jsonl(path: Path) -> list[ScoredLine]:
+    out = []
+    for number, data in read_json_objects(path):
+        try:
+            _check_line(data)
+            step = _step(data.get("step"))
+            score = Score.from_dict(data)
+        except (ValueError, TypeError) as exc:
+            raise InputError(str(exc), source=str(path), line=number) from None
+        out.append(ScoredLine(score, step, number))
+    return out
+
+
+def _read_parquet(path: Path) -> list[ScoredLine]:
+    out = []
+    for number, score in enumerate(read_scores_parquet(path), start=1):
+        values = [score.reward, *score.components.values()]
+        if any(v is not None and not math.isfinite(v) for v in values):
+            raise InputError(f"row {number}: a reward or component that is not finite",
+                             source=str(path))
+        out.append(ScoredLine(score, None, number))
+    return out
+
+
+def read_scored(path: str | Path) -> list[ScoredLine]:
+    """Every scored rollout of a JSONL (or Parquet: ``.parquet``/``.pq``) file, checked.
+
+    ``InputError`` (naming the file, and the line when there is one) for: a file that cannot
+    be opened, a line that is not JSON or not an object, a line without ``id``, ``group`` or
+    ``reward`` (a rollouts file), a reward or component that is not a finite number or null, an
+    unknown status, a ``step`` that is not an integer, an id that appears twice, an empty file.
+    """
+    source = Path(path)
+    if source.is_dir():
+        raise InputError("is a folder, not a scored file", source=str(path))
+    lines = _read_parquet(source) if is_parquet(source) else _read_jsonl(source)
+    if not lines:
+        raise InputError("no scored rollouts in the file", source=str(path))
+    _refuse_duplicate_ids(lines, str(path))
+    return lines
+
+
+def _refuse_duplicate_ids(lines: Sequence[ScoredLine], source: str) -> None:
+    """Ids must be unique within one step (the same id may come back at another step)."""
+    seen: dict[tuple[int | None, str], int] = {}
+    for item in lines:
+        key = (item.step, item.score.id)
+        first = seen.setdefault(key, item.line)
+        if first != item.line:
+            raise InputError(f"rollout id {item.score.id!r} appears again (first on line "
+                             f"{first}); ids must be unique", source=source, line=item.line)
