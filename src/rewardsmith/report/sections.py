@@ -222,7 +222,8 @@ def _judges(data: ReportData) -> Section:
                                                 else count(int(u.get(k, 0) or 0)) for k in keys)]
                 for name, u in facts.usage.items()]
         body += "<h3>This run's judge counters</h3>"
-        body += table(["judge", *keys], rows, numeric=[False] + [True] * len(keys))
+        body += table(["judge", *(k.replace("_", " ") for k in keys)], rows,
+                      numeric=[False] + [True] * len(keys))
     if not facts.ledger:
         body += '<p class="note">No judge calls are recorded in this store.</p>'
         return Section("judges", "Judge calls", body)
