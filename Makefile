@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test test-slow check lint bench clean sandbox browser
+.PHONY: demo test test-slow check lint bench clean sandbox docs reference browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,11 +43,21 @@ test-slow: $(STAMP) sandbox browser
 	$(BIN)/python -m pytest -m slow
 
 check: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts/gen_reference.py scripts/reference_*.py examples
 	$(BIN)/mypy
+	$(BIN)/python scripts/gen_reference.py --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The documentation site, built into site/ (open site/index.html; it needs no server).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# Regenerate docs/reference/ (CLI help, rubric keys, built-in rewards, environment, API pages).
+reference: $(STAMP)
+	$(BIN)/python scripts/gen_reference.py
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) build site *.egg-info src/*.egg-info

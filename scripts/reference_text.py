@@ -1,0 +1,176 @@
+"""What the generated reference pages say about each rubric key and environment variable.
+
+The keys and variables themselves are read from the source by ``gen_reference.py``; only their
+descriptions live here. The generator stops with an error when the source has a key or a
+variable that is not described here (and warns about a description left for one that is gone),
+so nothing the code reads goes undocumented. A pydantic field with ``Field(description=...)`` needs
+no entry: its own description is used.
+"""
+
+from __future__ import annotations
+
+# (section, key) -> description. Sections are the models gen_reference.RUBRIC_SECTIONS names.
+RUBRIC_KEYS: dict[tuple[str, str], str] = {
+    # the rubric file's top level
+    ("rubric", "name"): "The rubric's name, shown in summaries and stored with each run.",
+    ("rubric", "components"): "Component name -> its settings (`reward:`, `judge:` or "
+    "`reward_model:`; see the sections below). Each name is the key of that component's value "
+    "in `components` of the scored output.",
+    ("rubric", "formula"): "Arithmetic over component names (`+ - * /`, parentheses, `min`, "
+    "`max`, `clamp(x, lo, hi)`, `abs`), parsed once, never `eval`ed. Replaces the weighted sum.",
+    ("rubric", "on_error"): "What an errored or timed-out rollout's reward becomes: `mask` "
+    "(null) or a number. An abstaining (`None`) component always masks.",
+    ("rubric", "quantize"): "Round each total to multiples of this step; the step must be "
+    "exact in float32 (a power of two such as `0.25` or `2^-10`), so that every trainer's "
+    "group mean is exact.",
+    ("rubric", "timeout"): "Default seconds per reward call; a call past it is killed and the "
+    "rollout gets `timeout`.",
+    ("rubric", "memory_limit"): "Default MB of resident memory a call's worker may hold; past "
+    "it the call is an `error` naming the limit and the worker is replaced.",
+    # a component with reward:
+    ("component", "reward"): "A built-in name, `module:func`, `module.func` or "
+    "`path/file.py:func` (relative paths: the rubric's folder first, then the working "
+    "directory).",
+    ("component", "weight"): "The component's weight in the weighted sum.",
+    ("component", "params"): "Keyword arguments bound to the reward function; unknown names "
+    "are refused at load, listing the ones it accepts.",
+    ("component", "timeout"): "Seconds per call (default: the rubric's `timeout`, or the "
+    "built-in's own).",
+    ("component", "memory_limit"): "MB of resident memory the call's worker may hold "
+    "(default: the rubric's `memory_limit`).",
+    ("component", "requires"): "A gate: this component counts only when the named component is "
+    "positive. Gates that form a cycle are refused at load.",
+    ("component", "reward_key"): "For rewards that return a dict, the key holding the value "
+    "(`reward`, else `score`); other numeric keys are kept as metrics.",
+    ("component", "group"): "`true` for a group reward (one call per group, one value per "
+    "rollout) that is not decorated with `@group_reward`.",
+    # a component with judge:
+    ("judge_component", "judge"): "The judge's settings (the `judge:` section below).",
+    ("judge_component", "weight"): "Weight of each criterion's component, unless `weights` "
+    "names it.",
+    ("judge_component", "weights"): "Criterion name -> weight.",
+    ("judge_component", "requires"): "A gate applied to every criterion's component.",
+    ("judge_component", "prefix"): "`true` names the components `<component>_<criterion>` "
+    "instead of `<criterion>`.",
+    # judge:
+    ("judge", "base_url"): "The OpenAI-compatible endpoint, up to `/v1`.",
+    ("judge", "model"): "An exact snapshot id; the start-up check refuses an alias when the "
+    "server lists dated snapshots of it (see `allow_alias`).",
+    ("judge", "api_key_env"): "The NAME of the environment variable holding the API key; the "
+    "key is sent as `Authorization: Bearer` and never logged or stored.",
+    ("judge", "template"): "The prompt: `{prompt}`, `{completion}`, `{answer}`, `{metadata}`, "
+    "`{trajectory}`, any metadata key, and `{criteria}` (appended when absent). Literal braces "
+    "are doubled.",
+    ("judge", "system"): "A system message.",
+    ("judge", "criteria"): "Criterion name -> description, or -> `{description, range, "
+    "binary}`; each criterion becomes its own component. Names must be identifiers.",
+    ("judge", "temperature"): "Sampling temperature (0 by default).",
+    ("judge", "top_p"): "Sampling top-p.",
+    ("judge", "max_tokens"): "Most tokens in the judge's reply.",
+    ("judge", "seed"): "Sampling seed, for servers that honour one.",
+    ("judge", "extra_body"): "Merged into every request's JSON body.",
+    ("judge", "response_format"): "`json_schema` (one number per criterion, bounded by its "
+    "range), `json_object`, or `none` for servers that reject both.",
+    ("judge", "allow_alias"): "Accept a model name the server resolves to a dated snapshot.",
+    ("judge", "max_concurrency"): "Requests in flight at once.",
+    ("judge", "requests_per_minute"): "Client-side request rate limit.",
+    ("judge", "tokens_per_minute"): "Client-side token rate limit.",
+    ("judge", "limit_scope"): "Over what the concurrency, rate and budget limits hold: "
+    "`process` (each process alone), `store` (every process sharing the judge's store file on "
+    "one machine), `ray` (every process of a Ray job), or `auto`: `ray` when connected to Ray, "
+    "else `store`, and `process` for a judge that sets no limit.",
+    ("judge", "timeout"): "Seconds per request; a call past it is cancelled.",
+    ("judge", "retries"): "Extra attempts on 429, 5xx, 408, 409, connection errors and "
+    "timeouts, with backoff and jitter, honouring `Retry-After`.",
+    ("judge", "retry_backoff"): "First backoff in seconds; doubles per attempt, with jitter.",
+    ("judge", "max_retry_wait"): "The longest wait a `Retry-After` can impose, in seconds.",
+    ("judge", "price_per_million_input"): "Dollars per million input tokens, for usage and the "
+    "budget.",
+    ("judge", "price_per_million_output"): "Dollars per million output tokens.",
+    ("judge", "budget"): "What one run may spend (the `budget:` section below); calling stops "
+    "cleanly at the first limit and the grades left are `error`s naming it.",
+    ("judge", "store"): "The SQLite file of recorded calls (default: the run's store, else "
+    "`./rewardsmith.db`).",
+    ("judge", "mode"): "`pointwise` (one call per rollout), `group` (one call grades a group) "
+    "or `pairwise` (pairs asked in both orders).",
+    ("judge", "samples"): "Ask this many times (at `temperature` > 0): the mean, or the "
+    "majority for a binary criterion; the spread is kept as a metric.",
+    ("judge", "logprobs"): "Score a criterion as the probability-weighted mean of its score "
+    "token's alternatives.",
+    ("judge", "top_logprobs"): "How many alternatives `logprobs` asks for.",
+    ("judge", "group_chunk"): "`group` mode: the most rollouts in one call; larger groups are "
+    "split into chunks that share an anchor rollout.",
+    ("judge", "pair_scoring"): "`pairwise` mode: `win_rate` or `bradley_terry`.",
+    ("judge", "all_pairs_up_to"): "`pairwise` mode: ask every pair for groups up to this size.",
+    ("judge", "pairs_per_rollout"): "`pairwise` mode: opponents per rollout in larger groups.",
+    # a criterion given as a mapping
+    ("criterion", "description"): "What the judge is asked to grade.",
+    ("criterion", "range"): "`[low, high]` the grade must fall in; a grade outside it is an "
+    "error for that criterion, never clipped.",
+    ("criterion", "binary"): "A pass/fail criterion (range `[0, 1]`): samples are combined by "
+    "majority, not by mean.",
+    # budget:
+    ("budget", "max_calls"): "Most calls in one run.",
+    ("budget", "max_tokens"): "Most tokens (in and out) in one run.",
+    ("budget", "max_cost"): "Most dollars in one run (from the `price_per_million_*` keys).",
+    # a component with reward_model:
+    ("reward_model_component", "reward_model"): "The reward model's settings (the "
+    "`reward_model:` section below).",
+    ("reward_model_component", "weight"): "The component's weight in the weighted sum.",
+    ("reward_model_component", "requires"): "A gate: counts only when the named component is "
+    "positive.",
+    # reward_model:
+    ("reward_model", "base_url"): "Where the reward model is served (an http(s) URL; a "
+    "trailing `/v1` is dropped).",
+    ("reward_model", "api"): "`vllm_score` (`/score`), `vllm_classify` (`/classify`) or "
+    "`openrlhf` (`serve_rm`'s `/get_reward`).",
+    ("reward_model", "model"): "The model name sent to vLLM.",
+    ("reward_model", "template"): "How a rollout is shown to the model (default: "
+    "`{completion}` for `vllm_score`, else `{prompt}\\n{completion}`).",
+    ("reward_model", "query_template"): "`vllm_score`: the first text of each pair.",
+    ("reward_model", "class_index"): "`vllm_classify`: which class's probability is the "
+    "reward.",
+    ("reward_model", "api_key_env"): "The NAME of the environment variable holding the API "
+    "key.",
+    ("reward_model", "max_concurrency"): "Requests in flight at once.",
+    ("reward_model", "requests_per_minute"): "Client-side request rate limit.",
+    ("reward_model", "budget"): "What one run may spend (as the judge's `budget:`).",
+    ("reward_model", "limit_scope"): "Over what the concurrency, rate and budget limits hold, "
+    "as the judge's `limit_scope`: `process`, `store`, `ray` or `auto`.",
+    ("reward_model", "timeout"): "Seconds per request.",
+    ("reward_model", "retries"): "Extra attempts on 408, 409, 429, 5xx and connection errors.",
+    ("reward_model", "retry_backoff"): "First backoff in seconds; doubles per attempt.",
+    ("reward_model", "max_retry_wait"): "The longest wait a `Retry-After` can impose.",
+    ("reward_model", "store"): "The SQLite file of recorded calls (default: the run's store).",
+}
+
+# Environment variables read by name in the source -> what they do.
+ENVIRONMENT: dict[str, str] = {
+    "REWARDSMITH_RUBRIC": "The rubric for trainer adapters and samples that name none: a "
+    "rubric YAML path, or one reward (`gsm8k`, `module:func`, `path/file.py:func`).",
+    "REWARDSMITH_WORKERS": "Worker processes per engine in the trainer adapters (default one "
+    "per core, at most 8; `0` runs rewards in the trainer's process without hard timeouts).",
+    "REWARDSMITH_MASKED_REWARD": "The number slime and Miles get for a masked sample (default "
+    "0.0), since they cannot mask.",
+    "REWARDSMITH_END_TEXTS": "End-of-turn texts cut from the end of completions: a JSON list "
+    "replacing the defaults, `+[...]` adding to them, `[]` for none.",
+    "REWARDSMITH_BACKEND": "`local` (default) or `ray`: the backend of engines the trainer "
+    "adapters and the server build (`--backend` on `score`, `rescore` and `serve` sets it).",
+    "REWARDSMITH_RAY_ADDRESS": "The Ray cluster to connect to with `REWARDSMITH_BACKEND=ray` "
+    "(default: a local cluster started for the engine).",
+    "REWARDSMITH_LOG_TO": "Trackers the trainer adapters log each scoring call to, comma-"
+    "separated (`wandb`, `tensorboard`, `mlflow`); each process opens its own on its first "
+    "scoring call and closes them at exit.",
+    "REWARDSMITH_LOG_PROJECT": "The tracker project for `REWARDSMITH_LOG_TO`.",
+    "REWARDSMITH_LOG_RUN": "The tracker run name for `REWARDSMITH_LOG_TO`.",
+    "REWARDSMITH_LOG_DIR": "Where `REWARDSMITH_LOG_TO`'s trackers write (a folder per tracker "
+    "when several share a folder; a URI is passed as it is).",
+}
+
+# Modules that read a variable whose NAME the user chooses -> what that variable holds.
+ENVIRONMENT_BY_USER_NAME: dict[str, str] = {
+    "rewardsmith.cli.serve_cmd": "`rewardsmith serve --token-env NAME`: the bearer token "
+    "clients must send.",
+    "rewardsmith.judge.evaluator": "A judge's `api_key_env`: its API key.",
+    "rewardsmith.judge.reward_model": "A reward model's `api_key_env`: its API key.",
+}
