@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 import langdetect
+import numpy as np
 import pytest
 from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
 from langdetect.lang_detect_exception import LangDetectException
@@ -100,3 +101,57 @@ def test_known_languages_include_base_codes() -> None:
     codes = known_languages()
     assert {"en", "de", "zh-cn", "zh-tw", "zh"} <= codes
     assert "xx" not in codes
+
+
+def _random_text(rng: random.Random) -> str:
+    """Text that exercises every branch of langdetect's text preparation: scripts, capitals,
+    runs of spaces, punctuation, digits, URLs, Vietnamese combining marks."""
+    pieces = [*" ".join(SAMPLES[:14]).split(), "HELLO", "NASA", "ÉCOLE", "McDONALD", "iPhone",
+              "a", "I", "1984", "—", "...", "  ", "\n\n", "\t", "x@y.org", "http://a.b/c",
+              "e\u0301", "Vie\u0323t", "ǅemal", "ß", "ΣΊΣΥΦΟΣ", "カタカナ", "ひらがな", "ㄅㄆ",
+              "한국어", "یک", "\u00a0", "«»", "!", ","]
+    words = [rng.choice(pieces) for _ in range(rng.randint(0, 30))]
+    return "".join(word + rng.choice(["", " ", " ", "  ", ", "]) for word in words)
+
+
+def test_text_preparation_matches_langdetect() -> None:
+    # Cleaning (Latin letters dropped from mostly non-Latin text) and n-gram extraction, word
+    # by word, give langdetect's own n-grams in its own order: the random picks index them.
+    rng = random.Random(3)
+    for _ in range(400):
+        text = _random_text(rng)
+        ours = _detector_class()(_factory())
+        theirs = REFERENCE.create()
+        for detector in (ours, theirs):
+            detector.append(text)
+            detector.cleaning_text()
+        assert ours.text == theirs.text, text
+        assert ours._extract_ngrams() == theirs._extract_ngrams(), text
+
+
+def test_verdicts_stop_early_and_still_match_langdetect() -> None:
+    rng = random.Random(5)
+    stopped = 0
+    for _ in range(60):
+        text = _random_text(rng)
+        assert detect_language(text) == _reference(text)[0], text
+        detector = _detector_class()(_factory())
+        detector.stop_when_decided = True
+        detector.append(text)
+        try:
+            detector.detect()
+        except LangDetectException:
+            continue
+        stopped += sum(detector.langprob) < 0.99  # only the trials run were added
+    assert stopped > 0
+
+
+def test_a_lead_decides_only_when_the_remaining_trials_cannot_undo_it() -> None:
+    from rewardsmith.rewards.instructions.language import _decided
+
+    four_of_seven = np.array([4 / 7 - 0.01, 0.01, 0.0])  # lead 0.56 > 3/7
+    assert _decided(four_of_seven, remaining=3, trials=7)
+    close = np.array([2.3 / 7, 1.7 / 7, 0.0])  # lead 0.6/7 < 3/7
+    assert not _decided(close, remaining=3, trials=7)
+    assert not _decided(np.array([3 / 7, 0.0]), remaining=4, trials=7)  # cannot decide yet
+    assert _decided(np.array([0.2, 0.8]), remaining=0, trials=7)  # every trial run

@@ -10,8 +10,12 @@ same Mersenne Twister stream as Python's ``random.Random(0)`` (read in blocks th
 MT19937, with the same rejection rule as ``Random.choice`` and the same ``gauss``), and each
 probability gets the same multiplications in the same order (five rows at a time through
 ``multiply.reduce``, which runs row by row), normalized with Python's own ``sum``. Text
-preparation and n-gram extraction are langdetect's own code. Tests compare the two on many
-texts.
+preparation and n-gram extraction give langdetect's own n-grams in its order, by patterns and a
+word at a time instead of a character at a time. Tests compare the two on many texts.
+
+For a verdict alone (``detect_language``), the trials stop once the leading language's lead is
+more than the remaining trials could take away: the language named is the one all seven trials
+would name, the probabilities are not computed past that point.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -30,6 +35,8 @@ _SEED = 0
 _MAX_UPDATES_PAST_FIRST = 1000  # langdetect's ITERATION_LIMIT
 _BLOCK = 56  # factor rows fetched at a time: 1 + 5 * 11
 _SPACES = re.compile(" {2,}")
+_LATIN = re.compile("[A-z]")  # langdetect's 'A' <= ch <= 'z', punctuation between included
+_NON_LATIN = re.compile("[\u0300-\u1dff\u1f00-\U0010ffff]")
 
 
 @lru_cache(maxsize=1)
@@ -91,14 +98,16 @@ class _Stream:
             self._gauss_next = math.sin(angle) * radius
         return value
 
-    def picks(self, size: int, count: int) -> tuple[Any, Any]:
-        """The next ``count`` picks of ``choice`` from a list of ``size`` (without using them):
-        the indices, and after each pick how many words it has used in all."""
+    def picks(self, size: int, count: int, ahead: int = 0) -> tuple[Any, Any]:
+        """The next ``count`` picks of ``choice`` from a list of ``size``, starting ``ahead``
+        words past the current position (without using them): the indices, and after each pick
+        how many words past that start it has used in all."""
         shift = np.uint64(32 - size.bit_length())
         want = 2 * count + 64
         while True:
-            self._have(want)
-            drawn = self._words[self._at:self._at + want] >> shift
+            self._have(ahead + want)
+            start = self._at + ahead
+            drawn = self._words[start:start + want] >> shift
             kept = np.flatnonzero(drawn < size)
             if len(kept) >= count:
                 kept = kept[:count]
@@ -107,6 +116,57 @@ class _Stream:
 
     def skip(self, words: int) -> None:
         self._at += words
+
+
+def _decided(total: Any, remaining: int, trials: int) -> bool:
+    """Whether the leading language of ``total`` stays first whatever the remaining trials give.
+
+    Each trial adds its probabilities (at most 1, summing to 1) over ``trials``, so it can cut
+    the leader's lead over any other language by at most 1 / ``trials``. A lead larger than
+    what the remaining trials could take away (with room for rounding) decides the verdict, and
+    the leader is then past langdetect's 0.1 reporting threshold too: its sum is at least its
+    lead, over 1 / ``trials``.
+    """
+    if remaining == 0 or remaining * 2 >= trials:
+        return remaining == 0  # a lead can only pass remaining / trials past half the trials
+    second, first = np.partition(total, -2)[-2:]
+    return bool(first - second > remaining / trials + 1e-9)
+
+
+class _NormalTable(dict[int, str]):
+    """``str.translate`` table of langdetect's ``NGram.normalize``, filled as characters appear."""
+
+    def __init__(self, normalize: Callable[[str], str]) -> None:
+        super().__init__()
+        self._normalize = normalize
+
+    def __missing__(self, code: int) -> str:
+        char: str = self._normalize(chr(code))
+        self[code] = char
+        return char
+
+
+def _word_grams(chunk: str, known: Mapping[str, Any]) -> list[str]:
+    """The known n-grams langdetect takes from one normalized word (``chunk``, with the space
+    after it when one follows), in its order: at each character the 1-, 2- and 3-gram ending
+    there, none inside a run of capitals past its first letter (langdetect's capital-word rule).
+    """
+    padded = " " + chunk
+    found = []
+    for end in range(1, len(padded)):
+        char, before = padded[end], padded[end - 1]
+        if char.isupper() and before.isupper():
+            continue
+        if char != " " and char in known:
+            found.append(char)
+        pair = before + char
+        if pair in known:
+            found.append(pair)
+        if end >= 2:
+            triple = padded[end - 2:end + 1]
+            if triple in known:
+                found.append(triple)
+    return found
 
 
 @lru_cache(maxsize=1)
@@ -121,9 +181,28 @@ def _detector_class() -> Any:
 
     from langdetect.utils.ngram import NGram
 
-    normalized = lru_cache(maxsize=None)(NGram.normalize)  # a pure function of one character
+    known = factory.word_lang_prob_map
+    normal = _NormalTable(NGram.normalize)
 
     class ArrayDetector(Detector):  # type: ignore[misc]
+        # Set for a verdict alone: the trials stop once no remaining trial can change which
+        # language leads, and ``langprob`` then holds the sums of the trials run.
+        stop_when_decided = False
+
+        def __init__(self, factory: Any) -> None:
+            # Detector's own, less the unseeded random.Random() it makes (seeding it from the
+            # system takes longer than a short detection): only langdetect's loop reads it.
+            self.word_lang_prob_map = factory.word_lang_prob_map
+            self.langlist = factory.langlist
+            self.seed = factory.seed
+            self.text = ""
+            self.langprob = None
+            self.alpha = self.ALPHA_DEFAULT
+            self.n_trial = 7
+            self.max_text_length = 10000
+            self.prior_map = None
+            self.verbose = False
+
         def append(self, text: str) -> None:
             text = self.URL_RE.sub(" ", text)
             text = self.MAIL_RE.sub(" ", text)
@@ -131,36 +210,22 @@ def _detector_class() -> Any:
             # langdetect drops each space that follows a space, over the first max chars.
             self.text += _SPACES.sub(" ", text[:self.max_text_length])
 
+        def cleaning_text(self) -> None:
+            # langdetect's count of Latin letters ('A' to 'z') against other letters (from
+            # U+0300, less the Latin Extended Additional block), by pattern instead of a loop.
+            latin = len(_LATIN.findall(self.text))
+            if latin * 2 < len(_NON_LATIN.findall(self.text)):
+                self.text = _LATIN.sub("", self.text)
+
         def _extract_ngrams(self) -> list[str]:
-            # NGram.add_char and get(1..3) inlined: the same grams, in the same order.
-            known = self.word_lang_prob_map
+            # NGram.add_char and get(1..3) over the normalized text, a word at a time (the
+            # n-gram buffer starts over at each space): the same grams in the same order.
+            words = self.text.translate(normal).split(" ")
+            last = len(words) - 1
             found: list[str] = []
-            grams, capital = " ", False
-            for raw in self.text:
-                char = normalized(raw)
-                last = grams[-1]
-                if last == " ":
-                    grams, capital = " ", False
-                    if char == " ":
-                        continue
-                elif len(grams) >= 3:
-                    grams = grams[1:]
-                grams += char
-                if char.isupper():
-                    if last.isupper():
-                        capital = True
-                else:
-                    capital = False
-                if capital:
-                    continue
-                if char != " " and char in known:
-                    found.append(char)
-                if len(grams) >= 2:
-                    pair = grams[-2:]
-                    if pair in known:
-                        found.append(pair)
-                    if len(grams) == 3 and grams in known:
-                        found.append(grams)
+            for index, word in enumerate(words):
+                if word:
+                    found += _word_grams(word + " " if index < last else word, known)
             return found
 
         def _detect_block(self) -> None:
@@ -169,27 +234,28 @@ def _detector_class() -> Any:
             if not found:
                 raise LangDetectException(ErrorCode.CantDetectError, "No features in text.")
             if len(found).bit_length() > 32 or self.prior_map is not None:
+                self.random = random.Random()  # seeded by langdetect's loop
                 super()._detect_block()  # past what the block reader mirrors
                 return
             distinct = list(dict.fromkeys(found))
             place = {gram: i for i, gram in enumerate(distinct)}
             where = np.array([place[gram] for gram in found], dtype=np.intp)
             rows = table[[row_of[gram] for gram in distinct]]
-            count = len(self.langlist)
+            count, trials, size = len(self.langlist), self.n_trial, len(found)
+            reduce, limit, converged = np.multiply.reduce, _MAX_UPDATES_PAST_FIRST + 1, \
+                self.CONV_THRESHOLD
             total = np.zeros(count)
             stream = _Stream()
-            for _ in range(self.n_trial):
+            for trial in range(trials):
                 prob = np.full(count, 1.0 / count)
-                alpha = self.alpha + stream.gauss() * self.ALPHA_WIDTH
-                picked, used_words = stream.picks(len(found), 1 + _MAX_UPDATES_PAST_FIRST)
-                weighted = (alpha / self.BASE_FREQ) + rows  # weight + p, as langdetect adds
-                # Row u holds update u's factors; rows are fetched in blocks as they are needed.
-                factors = weighted[where[picked[:_BLOCK]]]
+                weight = (self.alpha + stream.gauss() * self.ALPHA_WIDTH) / self.BASE_FREQ
+                # Row u of ``factors`` holds update u's factors (weight + p, as langdetect adds
+                # them); picks are drawn in blocks as the updates need them.
+                picked, used = stream.picks(size, _BLOCK)
+                factors = weight + rows[where[picked]]
                 np.multiply(prob, factors[0], out=prob)
-                done, fetched = 1, len(factors)  # updates made; langdetect checks after the
-                # first update, then after every fifth
-                reduce, limit, converged = np.multiply.reduce, _MAX_UPDATES_PAST_FIRST + 1, \
-                    self.CONV_THRESHOLD
+                done, fetched = 1, _BLOCK  # updates made; langdetect checks after the first
+                # update, then after every fifth
                 while True:
                     values = prob.tolist()  # Python's own sum, as langdetect adds them; the
                     mass = sum(values)  # largest share is the largest value over the sum
@@ -197,14 +263,17 @@ def _detector_class() -> Any:
                     if max(values) / mass > converged or done >= limit:
                         break
                     if done + 5 > fetched:
-                        more = weighted[where[picked[fetched:fetched + 4 * _BLOCK]]]
-                        factors = np.concatenate((factors, more))
+                        picked, more = stream.picks(size, 4 * _BLOCK, int(used[-1]))
+                        used = np.concatenate((used, more + used[-1]))
+                        factors = np.concatenate((factors, weight + rows[where[picked]]))
                         fetched = len(factors)
                     factors[done - 1] = prob  # a used row becomes the running product
                     reduce(factors[done - 1:done + 5], axis=0, out=prob)
                     done += 5
-                stream.skip(int(used_words[done - 1]))
-                total += prob / self.n_trial
+                stream.skip(int(used[done - 1]))
+                total += prob / trials
+                if self.stop_when_decided and _decided(total, trials - trial - 1, trials):
+                    break
             self.langprob = total.tolist()
 
     return ArrayDetector
@@ -222,6 +291,7 @@ def detect_language(text: str) -> str | None:
     from langdetect.lang_detect_exception import LangDetectException
 
     detector = _detector_class()(_factory())
+    detector.stop_when_decided = True
     detector.append(text)
     try:
         code: str = detector.detect()
