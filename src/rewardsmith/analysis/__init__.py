@@ -4,7 +4,14 @@ comparison of two runs of the same prompts) and the drift watch over training st
 from __future__ import annotations
 
 from .bootstrap import Interval, cluster_bootstrap
-from .drift import DriftThresholds, DriftWarning, DriftWatch, StepStats, drift_files
+from .drift import (
+    DriftThresholds,
+    DriftWarning,
+    DriftWatch,
+    StepStats,
+    drift_files,
+    drift_warnings,
+)
 from .gate import Check, Comparison, GateResult, gate, gate_files
 from .pairing import Pairing, pair_scores
 from .scored_input import ScoredLine, read_scored
@@ -22,6 +29,7 @@ __all__ = [
     "StepStats",
     "cluster_bootstrap",
     "drift_files",
+    "drift_warnings",
     "gate",
     "gate_files",
     "pair_scores",

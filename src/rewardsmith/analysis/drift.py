@@ -27,12 +27,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, InputError
+from ..files import read_jsonl
+from ..tabular import is_parquet
 from ..types import Rollout, Score
 from .drift_stats import Agreement, Shares, agreement, variance_shares, zero_variance
 from .scored_input import read_scored
 
 __all__ = ["DriftThresholds", "DriftWarning", "DriftWatch", "StepStats", "drift_files",
-           "logger"]
+           "drift_warnings", "logger"]
 
 logger = logging.getLogger("rewardsmith.drift")
 
@@ -345,3 +347,24 @@ def drift_files(paths: Sequence[str | Path], *, rollouts: Sequence[str | Path] |
         except ConfigError as exc:
             raise InputError(f"{exc} (in {str(paths[index])!r})") from None
     return watch
+
+
+def _carries_steps(path: str | Path) -> bool:
+    """Whether a scored JSONL file's first line has a ``step`` (Parquet files carry none)."""
+    if is_parquet(path):
+        return False
+    for line in read_jsonl(path):
+        return isinstance(line.value, dict) and "step" in line.value
+    return False
+
+
+def drift_warnings(scored: str | Path, steps: Sequence[str | Path] | None = None,
+                   **options: Any) -> list[DriftWarning]:
+    """The drift warnings to show beside a scored file: over ``steps`` (scored files of
+    successive steps) when given, else over ``scored`` itself when its lines carry ``step``,
+    else none. ``options`` are ``drift_files``'."""
+    if steps:
+        return drift_files(steps, **options).warnings
+    if _carries_steps(scored):
+        return drift_files([scored], **options).warnings
+    return []
