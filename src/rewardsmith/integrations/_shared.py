@@ -33,6 +33,8 @@ from rewardsmith.endtext import EndTexts
 from rewardsmith.engine import Engine
 from rewardsmith.errors import ConfigError, RubricError
 from rewardsmith.rubric import Rubric
+from rewardsmith.tracking.adapter_steps import record_scoring_step
+from rewardsmith.tracking.base import Tracker
 from rewardsmith.types import Rollout, Score, Status, content_hash
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "engine_for",
     "log_key",
     "masked_score",
+    "record_step",
     "rubric_for",
     "score_rollouts",
 ]
@@ -158,6 +161,11 @@ class _EngineCache:
                 found = Engine(rubric, workers=_workers_from_env())
                 self._engines[key] = found
             return found
+
+    def engines(self) -> list[Engine]:
+        """This process's engines."""
+        with self._lock:
+            return [e for k, e in self._engines.items() if k[0] == os.getpid()]
 
     def close(self) -> None:
         with self._lock:
@@ -283,8 +291,11 @@ def score_rollouts(
     *,
     explicit: RubricSpec | None = None,
     sample_rubrics: Sequence[Any] | None = None,
+    trackers: Sequence[Tracker] = (),
 ) -> list[Scored]:
-    """Score a batch from sync code: one engine call per rubric, scores in input order."""
+    """Score a batch from sync code: one engine call per rubric, scores in input order. The
+    batch is one step of ``trackers`` and of those ``rewardsmith.tracking.track_scoring`` or
+    ``REWARDSMITH_LOG_TO`` set up."""
     out: list[Scored | None] = [None] * len(rollouts)
     for spec, where, indices in _partition(rollouts, sample_rubrics, explicit):
         engine = _CACHE.engine(spec, where)
@@ -292,7 +303,9 @@ def score_rollouts(
         scores = engine.score([rollouts[i] for i in indices])
         for index, score in zip(indices, scores):
             out[index] = Scored(score, engine.rubric)
-    return [s for s in out if s is not None]
+    done = [s for s in out if s is not None]
+    record_step(done, trackers)
+    return done
 
 
 async def ascore_rollouts(
@@ -300,8 +313,11 @@ async def ascore_rollouts(
     *,
     explicit: RubricSpec | None = None,
     sample_rubrics: Sequence[Any] | None = None,
+    trackers: Sequence[Tracker] = (),
+    record: bool = True,
 ) -> list[Scored]:
-    """Score a batch from async code without blocking the caller's event loop."""
+    """Score a batch from async code without blocking the caller's event loop (one tracker
+    step, as ``score_rollouts``, unless ``record`` is false: the caller records it)."""
     out: list[Scored | None] = [None] * len(rollouts)
     jobs = []
     for spec, where, indices in _partition(rollouts, sample_rubrics, explicit):
@@ -314,7 +330,16 @@ async def ascore_rollouts(
     for (engine, group), scores in zip(jobs, results):
         for index, score in zip(group, scores):
             out[index] = Scored(score, engine.rubric)
-    return [s for s in out if s is not None]
+    done = [s for s in out if s is not None]
+    if record:
+        record_step(done, trackers)
+    return done
+
+
+def record_step(scored: Sequence[Scored], trackers: Sequence[Tracker] = ()) -> None:
+    """One adapter call's scores as one tracker step (nothing when no tracker listens); the
+    judge cost is what this process's engines spent since the previous step."""
+    record_scoring_step([s.score for s in scored], _CACHE.engines(), trackers)
 
 
 def accuracy_component(rubric: Rubric) -> str:

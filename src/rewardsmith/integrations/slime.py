@@ -38,6 +38,7 @@ from rewardsmith.integrations._shared import (
     completion_of,
     log_key,
     masked_score,
+    record_step,
     rubric_for,
     text_or_messages,
 )
@@ -181,7 +182,7 @@ async def custom_rm(args: Any, sample: Any, **kwargs: Any) -> Any:
     scored: list[Scored | None] = [None] * len(samples)
     if live:
         done = await ascore_rollouts([rollouts[i] for i in live],
-                                     sample_rubrics=[wanted[i] for i in live])
+                                     sample_rubrics=[wanted[i] for i in live], record=False)
         for index, result in zip(live, done):
             scored[index] = result
     for index, state in enumerate(states):
@@ -189,7 +190,9 @@ async def custom_rm(args: Any, sample: Any, **kwargs: Any) -> Any:
             rubric = rubric_for(None, wanted[index])
             scored[index] = Scored(masked_score(rollouts[index], rubric, MASKED_STATES[state]),
                                    rubric)
-    results = [_result(s, keys, fallback) for s in scored if s is not None]
+    complete = [s for s in scored if s is not None]
+    record_step(complete)  # the call is one tracker step, masked samples included
+    results = [_result(s, keys, fallback) for s in complete]
     if sizes is not None:
         return _nest(results, sizes)
     if isinstance(sample, (list, tuple)):

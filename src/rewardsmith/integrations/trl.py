@@ -57,6 +57,7 @@ from rewardsmith.integrations._shared import (
     text_or_messages,
 )
 from rewardsmith.rubric import Rubric
+from rewardsmith.tracking.base import Tracker
 from rewardsmith.types import Rollout
 
 __all__ = ["ANSWER_COLUMNS", "RewardFuncs", "trl_reward_funcs"]
@@ -113,10 +114,12 @@ def _rollouts(prompts: Sequence[Any] | None, completions: Sequence[Any],
 class _BatchScores:
     """Scores the batch once for all the per-component functions TRL calls one after another."""
 
-    def __init__(self, rubric: RubricSpec | None, texts: EndTexts, functions: int):
+    def __init__(self, rubric: RubricSpec | None, texts: EndTexts, functions: int,
+                 trackers: Sequence[Tracker] = ()):
         self.rubric = rubric
         self.texts = texts
         self.functions = functions
+        self.trackers = tuple(trackers)
         self._warned: set[str] = set()
         self._lock = threading.Lock()
         self._key: tuple[Any, ...] | None = None
@@ -132,7 +135,8 @@ class _BatchScores:
                 return self._scored
             rollouts, rubrics = _rollouts(prompts, completions, columns, self.texts)
             self._check_trainer([r.group for r in rollouts])
-            scored = score_rollouts(rollouts, explicit=self.rubric, sample_rubrics=rubrics)
+            scored = score_rollouts(rollouts, explicit=self.rubric, sample_rubrics=rubrics,
+                                    trackers=self.trackers)
             self._key, self._scored = key, scored
             return scored
 
@@ -241,7 +245,8 @@ def _total_func(batch: _BatchScores, name: str) -> RewardFunc:
 
 
 def trl_reward_funcs(rubric: RubricSpec | None = None, *, per_component: bool = True,
-                     end_texts: Iterable[str] | None = None) -> RewardFuncs:
+                     end_texts: Iterable[str] | None = None,
+                     tracker: Tracker | None = None) -> RewardFuncs:
     """Reward functions for ``GRPOTrainer(reward_funcs=...)`` and their ``reward_weights``.
 
     ``per_component=True``: one function per rubric component, named after it (TRL logs
@@ -253,12 +258,15 @@ def trl_reward_funcs(rubric: RubricSpec | None = None, *, per_component: bool = 
     A masked sample gets None from every function. The batch is scored once, by the first
     function TRL calls; the others reuse the scores. ``end_texts``: the end-of-turn texts cut from
     completions (default: ``REWARDSMITH_END_TEXTS`` or ``rewardsmith.endtext.DEFAULT_END_TEXTS``).
+    ``tracker``: a ``rewardsmith.tracking`` tracker that gets each scored batch as one step
+    (per-component statistics, statuses, zero-variance groups, judge cost); it is not closed
+    here.
     """
     chosen = default_rubric(rubric)
     texts = resolve_end_texts(end_texts)
     functions = len(chosen.components) if per_component and chosen is not None else 1
     # The spec, not the rubric, so the engine is the one engine_for(spec) gives.
-    batch = _BatchScores(rubric, texts, functions)
+    batch = _BatchScores(rubric, texts, functions, () if tracker is None else (tracker,))
     if not per_component:
         name = _safe_name(chosen.name if chosen is not None else "rewardsmith")
         return RewardFuncs([_total_func(batch, name)], [1.0], chosen)

@@ -1,0 +1,148 @@
+"""Trackers fed by the trainer adapters: each scoring call an adapter makes is one step.
+
+Two ways to switch it on:
+
+- in Python, ``track_scoring(tracker)`` (every adapter in this process logs to it), or the
+  TRL adapter's ``trl_reward_funcs(..., tracker=...)`` (that adapter only);
+- for trainers that load the adapter by path in their own worker processes (verl, slime/Miles,
+  OpenRLHF), the environment: ``REWARDSMITH_LOG_TO=wandb,tensorboard`` with
+  ``REWARDSMITH_LOG_PROJECT``, ``REWARDSMITH_LOG_RUN`` and ``REWARDSMITH_LOG_DIR``. Each process
+  opens its own trackers on its first scoring call and closes them at exit.
+
+A tracker that fails to log warns once and scoring goes on: a full disk must not stop training.
+Judge cost per step is what the engines' usage counters grew by since the previous step, so the
+steps add up to the run's total even when calls overlap.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
+
+from ..types import Score
+from .base import Tracker
+from .stats import score_stats
+
+__all__ = ["ENV_LOG_DIR", "ENV_LOG_PROJECT", "ENV_LOG_RUN", "ENV_LOG_TO",
+           "close_scoring_trackers", "record_scoring_step", "scoring_trackers", "stop_tracking",
+           "track_scoring"]
+
+ENV_LOG_TO = "REWARDSMITH_LOG_TO"
+ENV_LOG_PROJECT = "REWARDSMITH_LOG_PROJECT"
+ENV_LOG_RUN = "REWARDSMITH_LOG_RUN"
+ENV_LOG_DIR = "REWARDSMITH_LOG_DIR"
+
+
+class Metered(Protocol):
+    """What the step needs of an engine: its cumulative judge usage."""
+
+    def usage(self) -> dict[str, dict[str, float]]: ...
+
+
+class _Steps:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.trackers: list[Tracker] = []
+        self.env_pid: int | None = None  # the process whose environment trackers are open
+        self.env_trackers: list[Tracker] = []
+        self.seen: dict[tuple[int, int, str], dict[str, float]] = {}
+        self.failed: set[int] = set()
+
+    def from_env(self) -> list[Tracker]:
+        """This process's trackers from ``REWARDSMITH_LOG_TO`` (opened once per process)."""
+        pid = os.getpid()
+        if self.env_pid == pid:
+            return self.env_trackers
+        # A forked child opens its own. A tracker that fails to open raises here, on every
+        # call until it opens: a misspelt name must not pass silently.
+        names = [n.strip() for n in os.environ.get(ENV_LOG_TO, "").split(",") if n.strip()]
+        opened: list[Tracker] = []
+        if names:
+            from .registry import open_trackers
+
+            opened = [open_trackers(
+                names, project=os.environ.get(ENV_LOG_PROJECT) or None,
+                run=os.environ.get(ENV_LOG_RUN) or None,
+                directory=os.environ.get(ENV_LOG_DIR) or None)]
+        self.env_pid, self.env_trackers = pid, opened
+        return opened
+
+    def usage_delta(self, engines: Iterable[Metered]) -> dict[str, dict[str, float]]:
+        pid = os.getpid()
+        out: dict[str, dict[str, float]] = {}
+        for engine in {id(e): e for e in engines}.values():
+            for client, counters in engine.usage().items():
+                last = self.seen.get((pid, id(engine), client), {})
+                grown = {k: float(v) - last.get(k, 0.0) for k, v in counters.items()}
+                self.seen[(pid, id(engine), client)] = {k: float(v) for k, v in counters.items()}
+                total = out.setdefault(client, {})
+                for key, value in grown.items():
+                    total[key] = total.get(key, 0.0) + value
+        return out
+
+    def close_env(self) -> None:
+        with self.lock:
+            mine = self.env_trackers if self.env_pid == os.getpid() else []
+            self.env_pid, self.env_trackers = None, []
+        for tracker in mine:
+            tracker.close()
+
+
+_STEPS = _Steps()
+atexit.register(_STEPS.close_env)
+
+
+def close_scoring_trackers() -> None:
+    """Close the trackers opened from the environment now (they are also closed at exit);
+    the next scoring call reads the environment again."""
+    _STEPS.close_env()
+
+
+def track_scoring(tracker: Tracker) -> Tracker:
+    """Log every adapter scoring call in this process to ``tracker`` (returned, for chaining).
+    Closing the tracker stays the caller's job."""
+    with _STEPS.lock:
+        if tracker not in _STEPS.trackers:
+            _STEPS.trackers.append(tracker)
+    return tracker
+
+
+def stop_tracking(tracker: Tracker) -> None:
+    """Stop feeding ``tracker`` (it is not closed)."""
+    with _STEPS.lock:
+        if tracker in _STEPS.trackers:
+            _STEPS.trackers.remove(tracker)
+
+
+def scoring_trackers() -> list[Tracker]:
+    """The trackers every adapter call feeds now (``track_scoring`` and the environment)."""
+    with _STEPS.lock:
+        return [*_STEPS.trackers, *_STEPS.from_env()]
+
+
+def record_scoring_step(scores: Sequence[Score], engines: Iterable[Metered],
+                        extra: Sequence[Tracker] = ()) -> None:
+    """One adapter scoring call as one step of every tracker that listens (no-op otherwise)."""
+    with _STEPS.lock:
+        targets = [*_STEPS.trackers, *_STEPS.from_env()]
+        targets.extend(t for t in extra if t not in targets)
+        if not targets:
+            return
+        usage: Mapping[str, Mapping[str, float]] = _STEPS.usage_delta(engines)
+    metrics = score_stats(scores, usage or None)
+    for tracker in targets:
+        try:
+            tracker.log_metrics(metrics)
+        except Exception as exc:  # noqa: BLE001 - logging must not stop training
+            with _STEPS.lock:
+                first = id(tracker) not in _STEPS.failed
+                _STEPS.failed.add(id(tracker))
+            if first:
+                warnings.warn(f"rewardsmith could not log a scoring step to "
+                              f"{getattr(tracker, 'name', type(tracker).__name__)}: {exc}; "
+                              f"scoring goes on (further failures of this tracker are silent)",
+                              RuntimeWarning, stacklevel=2)
