@@ -39,7 +39,8 @@ def write_rollouts(path: Path, n: int) -> Path:
 
 
 def write_rubric(path: Path, base_url: str, store: Path, *, tidy: str = "Is it concise?",
-                 weights: str = "{helpful: 1.0, tidy: 0.5}", concurrency: int = 4) -> Path:
+                 weights: str = "{helpful: 1.0, tidy: 0.5}", concurrency: int = 4,
+                 scope: str = "auto") -> Path:
     path.write_text(f"""\
 name: verified-and-judged
 components:
@@ -54,6 +55,7 @@ components:
         helpful: "Does the answer help the user?"
         tidy: {{description: "{tidy}", range: [0, 1]}}
       max_concurrency: {concurrency}
+      limit_scope: {scope}
       price_per_million_input: 0.15
       price_per_million_output: 0.60
       store: {store}
@@ -171,7 +173,9 @@ def test_two_processes_sharing_a_store_never_pay_twice(server: OpenAIServer,
                                                       tmp_path: Path) -> None:
     store = tmp_path / "shared.db"
     rollouts = write_rollouts(tmp_path / "rollouts.jsonl", 30)
-    rubric = write_rubric(tmp_path / "rubric.yaml", server.base_url, store, concurrency=3)
+    # Each process may hold 3 calls (limits per process), so both are in the middle of it.
+    rubric = write_rubric(tmp_path / "rubric.yaml", server.base_url, store, concurrency=3,
+                          scope="process")
     server.hold_after(0)  # hold everything until both processes are in the middle of it
     processes = []
     for name in ("a", "b"):

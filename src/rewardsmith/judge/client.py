@@ -1,14 +1,16 @@
 """An async client for any OpenAI-compatible ``/chat/completions`` endpoint that survives real ones.
 
-Bounded concurrency is the caller's semaphore; this module adds per-request timeouts, retries
-with exponential backoff and jitter on 429, 5xx, connection errors and timeouts (honouring
-``Retry-After`` and ``retry-after-ms``, and pausing every request while the server asked to
-wait), and request and token rate limits.
+Bounded concurrency is the caller's (``Limits.call``); this module adds per-request timeouts,
+retries with exponential backoff and jitter on 429, 5xx, connection errors and timeouts
+(honouring ``Retry-After`` and ``retry-after-ms``, and pausing every request while the server
+asked to wait), and paces each attempt by the request and token rate limits (``Limits.pace``,
+in whatever scope they hold).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import logging
 import random
@@ -22,6 +24,7 @@ import httpx
 
 from ..errors import JudgeError
 from .config import Criterion, JudgeConfig
+from .limits import Limits, LimitSettings, RateLimiter
 from .parse import snippet
 
 __all__ = ["CallFailed", "JudgeClient", "Reply", "RateLimiter", "request_body"]
@@ -61,39 +64,6 @@ class CallFailed(Exception):
         self.tokens_out = tokens_out
 
 
-class RateLimiter:
-    """A token bucket that may go into debt: a large request waits for the bucket, not forever.
-
-    The bucket holds one second's worth of ``per_minute`` (at least 1); a request waits until
-    the level is positive, then takes its cost.
-    """
-
-    def __init__(self, per_minute: float):
-        self.rate = per_minute / 60.0
-        self.capacity = max(1.0, self.rate)
-        self.level = self.capacity
-        self.updated = time.monotonic()
-        self._lock = asyncio.Lock()
-
-    def _refill(self) -> None:
-        now = time.monotonic()
-        self.level = min(self.capacity, self.level + (now - self.updated) * self.rate)
-        self.updated = now
-
-    async def acquire(self, cost: float = 1.0) -> None:
-        async with self._lock:
-            self._refill()
-            while self.level <= 0:
-                await asyncio.sleep(min(5.0, (1e-3 - self.level) / self.rate))
-                self._refill()
-            self.level -= cost
-
-    def adjust(self, delta: float) -> None:
-        """Charge (or give back) the difference between an estimate and the real cost."""
-        self._refill()
-        self.level -= delta
-
-
 def request_body(config: JudgeConfig, messages: list[dict[str, str]],
                  criteria: Sequence[Criterion]) -> dict[str, Any]:
     """The chat-completions request that asks for one number per criterion."""
@@ -125,7 +95,8 @@ def request_body(config: JudgeConfig, messages: list[dict[str, str]],
 class JudgeClient:
     """Talks to one endpoint for one judge. Create it, use it and close it on one event loop."""
 
-    def __init__(self, config: JudgeConfig, api_key: str | None, *, label: str = "judge"):
+    def __init__(self, config: JudgeConfig, api_key: str | None, *, label: str = "judge",
+                 limits: Limits | None = None):
         self.config = config
         self.label = label
         self._secret = api_key  # never logged, stored or shown: see ``redact``
@@ -136,17 +107,19 @@ class JudgeClient:
         # O(connections) per call: several small pools (one TLS context shared) scale instead.
         shards = -(-config.max_concurrency // _SHARD_CONNECTIONS)
         size = -(-config.max_concurrency // shards)
-        limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
+        pool = httpx.Limits(max_connections=size, max_keepalive_connections=size)
         tls = httpx.create_ssl_context()
-        self._shards = [httpx.AsyncClient(headers=headers, limits=limits, verify=tls,
+        self._shards = [httpx.AsyncClient(headers=headers, limits=pool, verify=tls,
                                           timeout=httpx.Timeout(config.timeout))
                         for _ in range(shards)]
         self._busy = [0] * shards
         self._http = self._shards[0]  # for the pre-flight check
-        self._requests = (RateLimiter(config.requests_per_minute)
-                          if config.requests_per_minute else None)
-        self._tokens = (RateLimiter(config.tokens_per_minute)
-                        if config.tokens_per_minute else None)
+        if limits is None:  # a client on its own: its rates hold for itself alone
+            settings = dataclasses.replace(LimitSettings.of(label, config), scope="process")
+            limits = Limits(settings, store_path="")
+        self._limits = limits
+        self._paced = (config.requests_per_minute is not None
+                       or config.tokens_per_minute is not None)
         self._paused_until = 0.0  # a Retry-After pauses every request, not just the one told
         self.retries = 0  # extra attempts made, for usage
 
@@ -249,10 +222,8 @@ class JudgeClient:
         while True:
             attempts += 1
             await self._wait_for_pause()
-            if self._requests is not None:
-                await self._requests.acquire(1.0)
-            if self._tokens is not None:
-                await self._tokens.acquire(float(estimate))
+            if self._paced:
+                await self._limits.pace(float(estimate))
             wait: float | None = None
             try:
                 response = await self._post(url, body)
@@ -304,8 +275,8 @@ class JudgeClient:
         usage = data.get("usage") if isinstance(data, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
         tokens_in, tokens_out = _usage(usage, estimate, content)
-        if self._tokens is not None:
-            self._tokens.adjust(tokens_in + tokens_out - estimate)
+        if self.config.tokens_per_minute is not None:
+            self._limits.adjust_tokens(tokens_in + tokens_out - estimate)
         if not isinstance(content, str):
             refusal = message.get("refusal") if isinstance(message, dict) else None
             what = f"refused: {snippet(str(refusal))}" if refusal else "sent no message content"

@@ -318,7 +318,7 @@ class Comparer:
         asked: tuple[CallRecord, dict[str, float | str]] | None = None
         mine_keys: list[str] = []
         async with run.claim_window:
-            limit = run.usage.spent(judge.config.budget)
+            limit = run.limits.spent()
             if limit is not None:
                 return {**found, **self._unscored(run, wanted, limit)}
             claim = await run.ledger.claim(wanted, run.owner,
@@ -332,13 +332,13 @@ class Comparer:
             mine = [c for c in missing if any(k in claim.mine for k in keys[c])]
             if mine:
                 judge._keep_alive(run)
-                async with run.semaphore:
-                    limit = run.usage.spent(judge.config.budget)
-                    if limit is not None:
+                async with run.limits.call() as ticket:  # in flight, and the budget
+                    if ticket.spent is not None:
                         await run.ledger.run(run.ledger.release, mine_keys, run.owner)
-                        return {**found, **self._unscored(run, wanted, limit)}
-                    run.usage.calls += 1  # reserved before awaiting: the budget sees it
+                        return {**found, **self._unscored(run, wanted, ticket.spent)}
+                    run.usage.calls += 1
                     asked = await ask([judge.criteria[c] for c in mine])
+                    ticket.charge(asked[0].tokens_in + asked[0].tokens_out, asked[0].cost)
         if asked is not None:
             call, outcomes = asked
             mine_set = set(mine_keys)

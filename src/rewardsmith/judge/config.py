@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import ConfigError
 
-__all__ = ["Budget", "Criterion", "JudgeConfig", "DEFAULT_STORE", "config_error_message"]
+__all__ = ["Budget", "Criterion", "JudgeConfig", "DEFAULT_STORE", "LimitScope",
+           "config_error_message"]
 
 DEFAULT_STORE = "rewardsmith.db"  # in the current directory, when neither config nor run names one
 
@@ -73,6 +74,8 @@ class Budget(BaseModel):
 
 
 ResponseFormat = Literal["json_schema", "json_object", "none"]
+# Where a judge's limits hold: see rewardsmith.judge.limits and docs/judges.md.
+LimitScope = Literal["auto", "process", "store", "ray"]
 JudgeMode = Literal["pointwise", "group", "pairwise"]
 PairScoring = Literal["win_rate", "bradley_terry"]
 
@@ -103,6 +106,7 @@ class JudgeConfig(BaseModel):
     max_concurrency: int = Field(default=16, ge=1, le=4096)
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
+    limit_scope: LimitScope = "auto"
     timeout: float = Field(default=30.0, gt=0)
     retries: int = Field(default=4, ge=0, le=100)
     retry_backoff: float = Field(default=0.5, ge=0)

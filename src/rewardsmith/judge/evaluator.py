@@ -24,6 +24,7 @@ from .comparing import Comparer
 from .components import CriterionEvaluator
 from .config import DEFAULT_STORE, JudgeConfig
 from .ledger import CallRecord, Ledger, Owner
+from .limits import Limits, LimitSettings
 from .pending import Pending, wait_all
 from .prompt import MissingField, Template
 from .ranking import combine_samples
@@ -53,7 +54,7 @@ class _Run:
         self.loop = loop
         self.owner = Owner.here()
         self.usage = Usage()
-        self.semaphore = asyncio.Semaphore(judge.config.max_concurrency)
+        self.limits = Limits(LimitSettings.of(judge.limits_key, judge.config), judge.store_path)
         self.claim_window = asyncio.Semaphore(2 * judge.config.max_concurrency)
         self.ledger = Ledger(judge.store_path)
         self.watcher = Watcher(self.ledger, self.owner)
@@ -131,6 +132,11 @@ class Judge:
         return self._identities[criterion]
 
     @property
+    def limits_key(self) -> str:
+        """What processes share this judge's limits by: its name, model and endpoint."""
+        return f"judge {self.name!r} ({self.config.model} at {self.config.base_url})"
+
+    @property
     def store_path(self) -> str:
         return self.config.store or self._attached or DEFAULT_STORE
 
@@ -157,6 +163,7 @@ class Judge:
                 # its store connections and thread; its claims go back to the pool.
                 self._run.closed = True
                 self._run.ledger.abandon(self._run.owner)
+                self._run.limits.abandon()
                 self._run.owner.retire()
             self._run = _Run(self, loop)  # a new engine is a new run
         return self._run
@@ -183,7 +190,9 @@ class Judge:
                 raise JudgeError(f"judge {self.name!r}: the environment variable {env} "
                                  f"(api_key_env) is not set")
         await run.ledger.run(run.ledger.open)
-        run.client = JudgeClient(self.config, api_key, label=f"judge {self.name!r}")
+        await run.limits.open()
+        run.client = JudgeClient(self.config, api_key, label=f"judge {self.name!r}",
+                                 limits=run.limits)
         await run.client.check()
 
     async def close(self) -> None:
@@ -199,6 +208,7 @@ class Judge:
             await run.client.close()
         await run.ledger.run(run.ledger.close, run.owner)
         run.ledger.shutdown()
+        await run.limits.close()
         run.owner.retire()
 
     # ------------------------------------------------------------------ grading
@@ -360,13 +370,18 @@ class Judge:
                 theirs = [c for c in criteria if keys[c] in claim.theirs]
                 if mine:
                     self._keep_alive(run)
-                    async with run.semaphore:  # bounds requests in flight
-                        if self._out_of_budget(run, entry, mine):
+                    # A ticket bounds calls in flight and reserves the call in the budget, in
+                    # the scope the judge's limits hold (this process, the store, a Ray job).
+                    async with run.limits.call() as ticket:
+                        if ticket.spent is not None:
+                            self._refuse(run, entry, mine, ticket.spent)
                             await run.ledger.run(run.ledger.release, [keys[c] for c in mine],
                                                  run.owner)
                         else:
-                            run.usage.calls += 1  # reserved before awaiting: the budget sees it
+                            run.usage.calls += 1
                             asked = await self._ask(run, entry, mine)
+                            ticket.charge(asked[0].tokens_in + asked[0].tokens_out,
+                                          asked[0].cost)
             if asked is not None:
                 await self._record(run, entry, keys, *asked)
             if theirs:
@@ -379,15 +394,18 @@ class Judge:
                     Status.ERROR, f"judge {self.name!r}: {type(exc).__name__}: {exc}"))
 
     def _out_of_budget(self, run: _Run, entry: _Entry, criteria: list[str]) -> bool:
-        limit = run.usage.spent(self.config.budget)
+        limit = run.limits.spent()
         if limit is None:
             return False
+        self._refuse(run, entry, criteria, limit)
+        return True
+
+    def _refuse(self, run: _Run, entry: _Entry, criteria: list[str], limit: str) -> None:
         run.usage.budget_exhausted = 1
         run.usage.unscored += len(criteria)
         message = f"judge {self.name!r}: budget spent ({limit}); not scored"
         for c in criteria:
             entry.wanted[c].resolve(ComponentResult.failed(Status.ERROR, message))
-        return True
 
     def _keep_alive(self, run: _Run) -> None:
         if run.heartbeat is None or run.heartbeat.done():

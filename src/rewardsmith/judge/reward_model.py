@@ -34,9 +34,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..errors import ConfigError, JudgeError, RewardsmithError, RubricError
 from ..rubric import Component, register_component_kind
 from ..types import ComponentResult, Rollout, Status, content_hash
-from .client import RateLimiter, _error_text, _model_ids, _retry_after, _transport_reason
-from .config import DEFAULT_STORE, Budget, config_error_message
+from .client import _error_text, _model_ids, _retry_after, _transport_reason
+from .config import DEFAULT_STORE, Budget, LimitScope, config_error_message
 from .ledger import CallRecord, Ledger, Owner
+from .limits import Limits, LimitSettings
 from .prompt import MissingField, Template
 from .usage import Usage
 from .waiting import Watcher
@@ -61,6 +62,7 @@ class RewardModelConfig(BaseModel):
     api_key_env: str | None = None
     max_concurrency: int = Field(default=8, ge=1, le=1024)
     requests_per_minute: float | None = Field(default=None, gt=0)
+    limit_scope: LimitScope = "auto"
     budget: Budget = Field(default_factory=Budget)
     timeout: float = Field(default=60.0, gt=0)
     retries: int = Field(default=4, ge=0, le=100)
@@ -163,6 +165,7 @@ class RewardModel:
                                  f"(api_key_env) is not set")
             headers["Authorization"] = f"Bearer {key}"
         await state.ledger.run(state.ledger.open)
+        await state.limits.open()
         state.http = httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(self.config.timeout),
                                        limits=httpx.Limits(max_connections=self.config.max_concurrency))
         url = f"{self.config.base_url}/v1/models" if self.config.api != "openrlhf" else \
@@ -189,6 +192,7 @@ class RewardModel:
             await state.http.aclose()
         await state.ledger.run(state.ledger.close, state.owner)
         state.ledger.shutdown()
+        await state.limits.close()
         state.owner.retire()
 
     async def evaluate(self, rollouts: Sequence[Rollout]) -> list[ComponentResult]:
@@ -245,8 +249,8 @@ class RewardModel:
                 state.usage.replayed += 1
                 found[key] = record.value
         if claim.mine:
-            async with state.semaphore:
-                limit = self._spent(state)
+            async with state.limits.call() as ticket:  # in flight, and the budget
+                limit = ticket.spent
                 if limit is not None:
                     await state.ledger.run(state.ledger.release, claim.mine, state.owner)
                     state.usage.budget_exhausted = 1
@@ -257,6 +261,7 @@ class RewardModel:
                 state.usage.calls += 1
                 call, outcomes = await self._call(state, [texts[k] for k in claim.mine],
                                                   claim.mine)
+                ticket.charge(call.tokens_in, 0.0)  # max_tokens counts prompt tokens
             try:
                 await state.ledger.finish(call, outcomes, {k: self.name for k in outcomes})
             except RewardsmithError as exc:
@@ -296,8 +301,8 @@ class RewardModel:
         while True:
             call.attempts += 1
             wait: float | None = None
-            if state.requests is not None:
-                await state.requests.acquire(1.0)
+            if config.requests_per_minute is not None:
+                await state.limits.pace(0.0)
             try:
                 response = await state.http.post(url, json=body)
             except httpx.HTTPError as exc:
@@ -317,15 +322,6 @@ class RewardModel:
             delay = min(wait, config.max_retry_wait) if wait is not None else \
                 random.uniform(ceiling / 2, ceiling)
             await asyncio.sleep(delay)
-
-    def _spent(self, state: _State) -> str | None:
-        """The first budget limit reached (calls or tokens), or None."""
-        budget = self.config.budget
-        if budget.max_calls is not None and state.usage.calls >= budget.max_calls:
-            return f"max_calls={budget.max_calls}"
-        if budget.max_tokens is not None and state.usage.tokens_in >= budget.max_tokens:
-            return f"max_tokens={budget.max_tokens}"
-        return None
 
     def _failed(self, state: _State, call: CallRecord, reason: str, keys: list[str],
                 status: int | None = None) -> tuple[CallRecord, dict[str, float | str]]:
@@ -391,12 +387,12 @@ class _State:
         self.loop = loop
         self.owner = Owner.here()
         self.usage = Usage()
-        self.semaphore = asyncio.Semaphore(model.config.max_concurrency)
         self.ledger = Ledger(path)
+        self.limits = Limits(LimitSettings.of(
+            f"reward_model {model.name!r} ({model.config.model or model.config.api} at "
+            f"{model.config.base_url})", model.config), path)
         self.watcher = Watcher(self.ledger, self.owner)
         self.http: httpx.AsyncClient | None = None
-        rate = model.config.requests_per_minute
-        self.requests = RateLimiter(rate) if rate else None
 
 
 def reward_model_components(name: str, config: Mapping[str, Any], where: str) -> list[Component]:
