@@ -79,7 +79,7 @@ class RunLogging:
                                               ("--log-dir", directory), ("--log-step", step))
                      if value is not None]
             if given:
-                raise fail(f"{', '.join(given)} go(es) with --log-to ({TRACKERS_HELP})")
+                raise fail(f"{', '.join(given)} need --log-to ({TRACKERS_HELP})")
             return None
         from ..tracking import StepStats, check_available
 
