@@ -27,8 +27,8 @@ from typing import IO, Any, Literal
 from .errors import InputError
 from .files.atomic import atomic_text
 from .files.jsonl import parse_json_line, read_json_objects, read_jsonl
+from .gcpause import gc_paused
 from .types import Rollout, Score, content_hash
-from .workers import gc_paused
 
 __all__ = [
     "RolloutReader",

@@ -10,9 +10,8 @@ residue from every trainer's formula; see ``trainers``.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Iterable
-
-import numpy as np
 
 from .errors import AdvantageError, ConfigError
 
@@ -30,6 +29,15 @@ _STEP_BITS = 8  # a step's odd part may use this many bits: 0.75 = 3 * 2**-2 is 
 _FINEST_POWER = 30  # grids finer than 2**-30 are not worth reporting
 
 
+def _as_float32(value: float) -> float:
+    """``value`` rounded to the nearest float32 (inf past its range), without importing numpy:
+    rubrics check their step at load, and the CLI's start-up should not pay for numpy."""
+    try:
+        return float(struct.unpack("f", struct.pack("f", value))[0])
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
 def check_step(step: float) -> float:
     """Return ``step`` as a float when it makes a float32-exact grid; ConfigError saying why not.
 
@@ -42,10 +50,10 @@ def check_step(step: float) -> float:
     value = float(step)
     if not math.isfinite(value) or value <= 0:
         raise ConfigError(f"quantize step must be a positive finite number, got {step!r}")
-    if float(np.float32(value)) != value:
+    if _as_float32(value) != value:
         raise ConfigError(
             f"quantize step {step!r} is not exact in float32 (it holds "
-            f"{float(np.float32(value))!r}), so its multiples would carry the same residue; "
+            f"{_as_float32(value)!r}), so its multiples would carry the same residue; "
             "use a power of two such as 2**-10 or 0.25"
         )
     mantissa, _ = math.frexp(value)
@@ -72,7 +80,7 @@ def quantize(value: float, step: float = DEFAULT_STEP) -> float:
         raise AdvantageError(f"cannot quantize {value!r}: rewards must be finite")
     steps = round(number / grid)
     result = steps * grid
-    if float(np.float32(result)) != result:
+    if _as_float32(result) != result:
         raise ConfigError(
             f"{value!r} is too large for a grid of {grid!r}: {steps} steps do not fit a float32; "
             "use a coarser step"
@@ -89,6 +97,8 @@ def is_float32_exact_grid(
     ``group_size`` of them fits float32's significand; ``(False, None)`` otherwise (also for
     NaN or inf). No values: ``(True, None)``.
     """
+    import numpy as np  # only advantage checks ask this
+
     data = np.asarray([v for v in values if v is not None], dtype=np.float64)
     if data.size == 0:
         return True, None

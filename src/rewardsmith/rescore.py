@@ -23,6 +23,7 @@ from typing import IO, Any, cast
 
 from .advantages import apply_advantages
 from .engine import Engine
+from .gcpause import gc_paused
 from .recording import (
     RunRecorder,
     component_records,
@@ -34,7 +35,6 @@ from .store import Members, Store, StoredCell, group_result_keys
 from .summary import RunSummary
 from .tabular import score_lines, write_scores_any
 from .types import ComponentResult, Score, Status
-from .workers import gc_paused
 
 __all__ = ["ComponentPlan", "RescorePlan", "RescoreResult", "rescore"]
 

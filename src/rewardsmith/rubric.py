@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .calling import is_async_reward, is_group_reward, make_binder, make_group_binder
@@ -29,7 +28,6 @@ from .formula import Formula, formula_name_for, formula_name_problem
 from .loading import load_reward, source_identity
 from .quantize import check_step, quantize
 from .types import ComponentResult, Rollout, Status, content_hash
-from .yamlread import DuplicateKeyError, read_yaml
 
 __all__ = [
     "Component",
@@ -308,6 +306,10 @@ class Rubric:
             raise RubricError(f"rubric file {str(path)!r} does not exist") from exc
         except (OSError, UnicodeDecodeError) as exc:
             raise RubricError(f"rubric file {str(path)!r} cannot be read: {exc}") from exc
+        import yaml  # only rubric files need it
+
+        from .yamlread import DuplicateKeyError, read_yaml
+
         try:
             data = read_yaml(text)
         except DuplicateKeyError as exc:

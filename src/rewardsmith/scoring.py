@@ -8,7 +8,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from .advantages import apply_advantages, check_advantages, trainer_names
 from .engine import Engine, ResultCache
 from .errors import InputError
 from .io import OnBadLine, group_rollouts
@@ -108,6 +107,8 @@ class ScoreJob:
                 nonlocal done
                 # Advantages for many groups in one vectorized call: per group, numpy's
                 # overhead would cost more than the arithmetic.
+                from .advantages import apply_advantages
+
                 apply_advantages([s for _, scores in waiting for s in scores],
                                  method=self.advantage_method)
                 for group, scores in waiting:
@@ -161,6 +162,8 @@ class ScoreJob:
 
     def _check_trainers(self, scores: Sequence[Score]) -> dict[str, Any]:
         """What each trainer's own float32 arithmetic would make of these rewards."""
+        from .advantages import check_advantages, trainer_names
+
         rewards = [s.reward for s in scores]
         groups = [s.group for s in scores]
         ids = [s.id for s in scores]

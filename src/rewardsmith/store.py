@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StoreError
+from .gcpause import gc_paused
 from .process_identity import ProcessIdentity
 from .sqlite_setup import connect, ensure_schema, is_read_only_error, read_only_reason
 from .status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of
 from .types import ComponentResult, Rollout, Status, content_hash, key_of_content
-from .workers import gc_paused
 
 __all__ = [
     "DEFAULT_STORE_PATH",

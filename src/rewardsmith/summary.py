@@ -8,8 +8,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from .types import Score, Status
 
 __all__ = ["ComponentStats", "RunSummary", "SummaryBuilder"]
@@ -32,6 +30,8 @@ class _Running:
     def add_block(self, values: Sequence[float]) -> None:
         if not values:
             return
+        import numpy as np  # on the first block, not at start-up
+
         block = np.asarray(values, dtype=np.float64)
         count = int(block.size)
         mean = float(block.mean())

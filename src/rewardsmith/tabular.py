@@ -19,6 +19,7 @@ from typing import Any
 
 from .errors import ConfigError, InputError
 from .files.atomic import atomic_path, atomic_text
+from .gcpause import gc_paused
 from .io import (
     OnBadLine,
     RolloutReader,
@@ -29,7 +30,6 @@ from .io import (
     score_line,
 )
 from .types import Rollout, Score
-from .workers import gc_paused
 
 __all__ = [
     "PARQUET_SUFFIXES",

@@ -28,7 +28,6 @@ from __future__ import annotations
 import array
 import contextlib
 import functools
-import gc
 import io
 import multiprocessing
 import multiprocessing.connection
@@ -39,7 +38,7 @@ import queue
 import struct
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -64,7 +63,7 @@ from .worker_process import (
     worker_main,
 )
 
-__all__ = ["gc_paused", "BatchResult", "CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK",
+__all__ = ["BatchResult", "CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK",
            "ERROR", "TIMEOUT", "default_worker_count", "format_exception",
            "DEFAULT_MEMORY_LIMIT_MB"]
 
@@ -83,34 +82,6 @@ class CallTimeout(Exception):
 
 class WorkerDied(Exception):
     """A worker process exited while running a call (a crash in native code, os._exit, OOM)."""
-
-
-_gc_lock = threading.Lock()
-_gc_depth = 0
-_gc_was_enabled = False
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a batch allocates many small objects.
-
-    Scoring a batch builds thousands of dicts and records that form no reference cycles; the
-    collector's repeated passes over them cost about a tenth of the time. Collection resumes
-    (and catches up) as soon as the outermost pause ends; nested and concurrent pauses nest.
-    """
-    global _gc_depth, _gc_was_enabled
-    with _gc_lock:
-        if _gc_depth == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_depth += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_depth -= 1
-            if _gc_depth == 0 and _gc_was_enabled:
-                gc.enable()
 
 
 def default_worker_count() -> int:

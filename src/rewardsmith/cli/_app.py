@@ -8,16 +8,18 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from functools import wraps
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import typer
-from rich.console import Console
 
 from ..errors import RewardsmithError
 from .streams import json_stream, write_json
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 __all__ = ["app", "console", "err_console", "fail", "handle_errors", "EXIT_OK", "EXIT_FAILED",
-           "EXIT_USAGE", "UsageProblem"]
+           "EXIT_USAGE", "UsageProblem", "real_console"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -30,8 +32,35 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-console = Console()  # results (stdout)
-err_console = Console(stderr=True)  # summaries, progress, errors
+
+
+class _LazyConsole:
+    """A rich ``Console`` made on first use: rich's console module costs a tenth of the CLI's
+    start-up, and a quiet run to a file never prints through it."""
+
+    def __init__(self, *, stderr: bool) -> None:
+        self._stderr = stderr
+        self._console: Console | None = None
+
+    def resolve(self) -> Console:
+        if self._console is None:
+            from rich import console as rich_console
+
+            self._console = rich_console.Console(stderr=self._stderr)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.resolve(), name)
+
+
+def real_console(target: Console) -> Console:
+    """The rich ``Console`` behind ``console`` or ``err_console`` (for rich objects that need
+    the real one, such as a progress bar)."""
+    return target.resolve() if isinstance(target, _LazyConsole) else target
+
+
+console = cast("Console", _LazyConsole(stderr=False))  # results (stdout)
+err_console = cast("Console", _LazyConsole(stderr=True))  # summaries, progress, errors
 
 F = TypeVar("F", bound=Callable[..., Any])
 

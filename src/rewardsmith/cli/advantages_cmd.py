@@ -13,9 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..advantages import check_advantages, trainer_names
 from ..errors import InputError
-from ..io import read_json_objects
 from ._app import app, console, handle_errors
 
 __all__ = ["advantages", "read_scored_rewards"]
@@ -46,6 +44,8 @@ def read_scored_rewards(path: str | Path) -> tuple[list[float | None], list[str]
     rewards: list[float | None] = []
     groups: list[str] = []
     ids: list[str] = []
+    from ..io import read_json_objects
+
     for number, data in read_json_objects(path):
         for key in ("group", "reward"):
             if key not in data:
@@ -56,7 +56,9 @@ def read_scored_rewards(path: str | Path) -> tuple[list[float | None], list[str]
     return rewards, groups, ids
 
 
-_TRAINER_HELP = f"Formula to check: {', '.join(trainer_names())}."
+# Named here so that help does not import numpy; a test keeps it equal to trainer_names().
+TRAINER_NAMES = ("verl", "trl", "slime", "miles", "openrlhf", "nemo", "rewardsmith")
+_TRAINER_HELP = f"Formula to check: {', '.join(TRAINER_NAMES)}."
 
 
 @app.command("advantages")
@@ -84,6 +86,8 @@ def advantages(
     Example: rewardsmith advantages scored.jsonl --trainer verl
     """
     rewards, groups, ids = read_scored_rewards(scored)
+    from ..advantages import check_advantages
+
     report = check_advantages(
         rewards, groups, trainer=trainer, dtype=dtype, scale=scale, method=method, ids=ids
     )

@@ -11,7 +11,7 @@ import os
 
 import typer
 
-from ..engine.executors import BACKEND_ENV, BACKENDS, RAY_ADDRESS_ENV
+from ..engine.backends import BACKEND_ENV, BACKENDS, RAY_ADDRESS_ENV
 
 __all__ = ["BACKEND_HELP", "RAY_ADDRESS_HELP", "use_backend"]
 

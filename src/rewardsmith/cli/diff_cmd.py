@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..diff import DiffReport, diff_files
+if TYPE_CHECKING:
+    from ..diff import DiffReport
 from ._app import app, console, fail, handle_errors
 
 
@@ -86,6 +88,8 @@ def diff_command(
         raise fail("give either --rollouts or --store, not both")
     if store is not None and not store.is_file():
         raise fail(f"no store at {str(store)!r}")
+    from ..diff import diff_files
+
     report = diff_files(old, new, top=top, rollouts=rollouts, store=store, run=run)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))

@@ -9,8 +9,6 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from ..judge.evaluation import eval_report, judged_components, read_cases
-from ..rubric import Rubric
 from ._app import app, console, err_console, handle_errors
 
 
@@ -38,6 +36,8 @@ def judge_eval(
     Example: rewardsmith judge-eval labeled.jsonl --rubric rubric.yaml --json
     """
     from ..engine import Engine  # imported when used: it starts nothing until scoring
+    from ..judge.evaluation import eval_report, judged_components, read_cases
+    from ..rubric import Rubric
 
     chosen = Rubric.from_yaml(rubric)
     judged = judged_components(chosen)

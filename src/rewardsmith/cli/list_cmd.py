@@ -7,7 +7,6 @@ import json
 import typer
 from rich.table import Table
 
-from ..rewards import all_builtins
 from ._app import app, console
 
 
@@ -19,6 +18,8 @@ def list_rewards(
 
     Example: rewardsmith list
     """
+    from ..rewards import all_builtins
+
     builtins = all_builtins()
     if as_json:
         rows = [{"name": b.name, "kind": b.kind, "description": b.description} for b in builtins]

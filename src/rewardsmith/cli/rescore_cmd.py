@@ -7,22 +7,19 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..files.paths import refuse_output_over_input
-from ..recording import import_scores
-from ..rescore import RescorePlan, RescoreResult, rescore
-from ..rubric import Rubric
-from ..sqlite_setup import read_only_reason
-from ..store import DEFAULT_STORE_PATH, Store
 from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors
 from .backend_opts import BACKEND_HELP, RAY_ADDRESS_HELP, use_backend
-from .gate import ErrorRateCheck
-from .render import render_summary
+from .score_cmd import DEFAULT_STORE_PATH
 from .streams import results_on_stdout, write_json
+
+if TYPE_CHECKING:
+    from ..rescore import RescorePlan, RescoreResult
 
 STORE_HELP = "The store file (SQLite) written by 'rewardsmith score --store'."
 
@@ -89,6 +86,13 @@ def rescore_command(
         raise fail(f"--advantage {advantage!r}: choose grpo, dr_grpo or rloo")
     if output is None and not dry_run:
         raise fail("missing --output (a .jsonl or .parquet path, or '-'), or use --dry-run")
+    from ..files.paths import refuse_output_over_input
+    from ..rescore import rescore
+    from ..rubric import Rubric
+    from ..sqlite_setup import read_only_reason
+    from ..store import Store
+    from .gate import ErrorRateCheck
+
     refuse_output_over_input(output, [("the store", store), ("the rubric", rubric)])
     _existing_store(store)
     reason = read_only_reason(store)
@@ -125,6 +129,8 @@ def _render_result(result: RescoreResult, target: Console) -> None:
     if result.dry_run or result.summary is None:
         target.print("dry run: nothing was computed or written")
         return
+    from .render import render_summary
+
     render_summary(result.summary, target)
     target.print(f"new run {result.run_id}: {result.reward_calls:,} reward function calls made")
 
@@ -139,6 +145,8 @@ def runs_command(
 
     Example: rewardsmith runs --store run.db
     """
+    from ..store import Store
+
     with Store(_existing_store(store), read_only=True) as opened:
         runs = opened.runs()
     if as_json:
@@ -172,6 +180,11 @@ def import_scores_command(
 
     Example: rewardsmith import-scores scored.jsonl --rollouts rollouts.jsonl -r v1.yaml
     """
+    from ..files.paths import refuse_output_over_input
+    from ..recording import import_scores
+    from ..rubric import Rubric
+    from ..sqlite_setup import read_only_reason
+
     refuse_output_over_input(store, [("the scored file", scored), ("the rubric", rubric),
                                      ("the rollouts file", rollouts)])
     reason = read_only_reason(store)

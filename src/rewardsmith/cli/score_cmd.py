@@ -8,28 +8,30 @@ import sys
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-from ..files.atomic import atomic_text
-from ..files.paths import refuse_output_over_input
-from ..rubric import Rubric
-from ..scoring import ScoreJob, ScoreResult
-from ..sqlite_setup import read_only_reason
-from ..store import DEFAULT_STORE_PATH
-from ..tabular import is_parquet, write_scores_any
-from ..types import Rollout
-from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors
+from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors, real_console
 from .backend_opts import BACKEND_HELP, RAY_ADDRESS_HELP, use_backend
-from .gate import ErrorRateCheck
-from .render import render_summary
 from .streams import results_on_stdout, write_json
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from ..rubric import Rubric
+    from ..scoring import ScoreJob, ScoreResult
+    from ..types import Rollout
+
+# The store's default name, repeated here so that `--help` does not import the store; a test
+# keeps the two equal.
+DEFAULT_STORE_PATH = "rewardsmith.db"
 
 
 def load_rubric(rubric: Path | None, reward: str | None, params: list[str] | None) -> Rubric:
     """The rubric named on the command line: a YAML file, or one reward by name."""
+    from ..rubric import Rubric
+
     if rubric is not None and reward is not None:
         raise fail("give either --rubric or --reward, not both")
     if rubric is not None:
@@ -61,8 +63,10 @@ def _progress(enabled: bool) -> Iterator[Progress | None]:
     if not enabled:
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
     with Progress("[progress.description]{task.description}", BarColumn(),
-                  MofNCompleteColumn(), TimeRemainingColumn(), console=err_console,
+                  MofNCompleteColumn(), TimeRemainingColumn(), console=real_console(err_console),
                   transient=True) as bar:
         yield bar
 
@@ -125,6 +129,14 @@ def score(
 
     Example: rewardsmith score rollouts.jsonl --rubric rubric.yaml -o scored.jsonl
     """
+    from ..files.atomic import atomic_text
+    from ..files.paths import refuse_output_over_input
+    from ..scoring import ScoreJob
+    from ..sqlite_setup import read_only_reason
+    from ..tabular import is_parquet, write_scores_any
+    from .gate import ErrorRateCheck
+    from .render import render_summary
+
     if on_bad_line not in ("fail", "skip"):
         raise fail(f"--on-bad-line must be 'fail' or 'skip', not {on_bad_line!r}")
     refuse_output_over_input(output, [("the rollouts file", rollouts), ("the rubric", rubric),
@@ -179,10 +191,10 @@ def score(
 
 
 def _trainer_name(name: str | None) -> str | None:
-    from ..advantages import trainer_names
+    from .advantages_cmd import TRAINER_NAMES
 
-    if name is not None and name not in trainer_names():
-        raise fail(f"--trainer {name!r}: choose one of {', '.join(trainer_names())}")
+    if name is not None and name not in TRAINER_NAMES:
+        raise fail(f"--trainer {name!r}: choose one of {', '.join(TRAINER_NAMES)}")
     return name
 
 
@@ -203,6 +215,11 @@ def demo(
 
     Example: rewardsmith demo -o demo-scored.jsonl
     """
+    from ..files.atomic import atomic_text
+    from ..rubric import Rubric
+    from ..scoring import ScoreJob
+    from .render import render_summary
+
     data = resources.files("rewardsmith") / "data"
     with resources.as_file(data / "demo_rubric.yaml") as rubric_path, \
             resources.as_file(data / "demo_rollouts.jsonl") as rollouts_path:

@@ -7,14 +7,17 @@ cases file cannot be loaded (or the options are wrong).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from ..testing import KIND_NAMES, TestReport, run_reward_tests, write_starter_cases
-from ..testing.cases import starter_path
+from ..testing.kinds import KIND_NAMES
 from ._app import app, console, err_console, fail, handle_errors
 from .score_cmd import parse_params
 from .streams import results_on_stdout
+
+if TYPE_CHECKING:
+    from ..testing import TestReport
 
 __all__ = ["test_reward"]
 
@@ -33,6 +36,9 @@ def _parse_range(text: str) -> tuple[float, float]:
 
 
 def _init(target: str, cases: Path | None) -> None:
+    from ..testing import write_starter_cases
+    from ..testing.cases import starter_path
+
     path = write_starter_cases(cases or starter_path(target))
     console.print(f"wrote {path}: ten cases to edit (correct, wrong, empty, whitespace, "
                   f"truncated, long, unicode, missing label, almost right, hack).", markup=False,
@@ -81,6 +87,8 @@ def test_reward(
     if reward is None:
         raise fail("missing REWARD: a built-in name, module:func, path/file.py:func or a "
                    "rubric .yaml (or --init my_rewards.py for a starter cases file)")
+    from ..testing import run_reward_tests
+
     def run() -> TestReport:
         return run_reward_tests(
             reward,

@@ -20,7 +20,19 @@ The parts, in the order a batch goes through them:
 
 from __future__ import annotations
 
-from .caching import ResultCache
-from .core import Engine, score_rollouts
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from .caching import ResultCache
+    from .core import Engine, score_rollouts
 
 __all__ = ["Engine", "ResultCache", "score_rollouts"]
+
+# Loaded on first use, so that reading a constant from ``executors`` (the CLI's help does)
+# does not import the whole engine.
+_LAZY = {"Engine": ".core", "score_rollouts": ".core", "ResultCache": ".caching"}
+
+
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -19,9 +19,10 @@ from concurrent.futures import Future
 from typing import Any, Protocol, runtime_checkable
 
 from ..calling import make_binder, to_component_result
+from ..gcpause import gc_paused
 from ..rubric import Component, Rubric
 from ..types import ComponentResult, Rollout, Score, Status
-from ..workers import default_worker_count, format_exception, gc_paused
+from ..workers import default_worker_count, format_exception
 from .assemble import SystematicWatch, combine, store_plan
 from .caching import Cached, ResultCache, look_up, record
 from .cells import Cell, as_tuple, floats_only, store_columns

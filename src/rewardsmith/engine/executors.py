@@ -22,12 +22,10 @@ from typing import Any, Protocol
 from ..errors import ConfigError
 from ..worker_process import TIMEOUT, LateResult
 from ..workers import ERROR, BatchResult, Outcome, WorkerPool, format_exception
+from .backends import BACKEND_ENV, BACKENDS, RAY_ADDRESS_ENV
 
 __all__ = ["BACKENDS", "Executor", "InlineExecutor", "backend_from_env", "make_executor"]
 
-BACKENDS = ("local", "ray")
-BACKEND_ENV = "REWARDSMITH_BACKEND"
-RAY_ADDRESS_ENV = "REWARDSMITH_RAY_ADDRESS"
 
 
 class Executor(Protocol):

@@ -103,14 +103,38 @@ def _boxed(base: Builtin) -> Builtin:
     )
 
 
+# The module that registers each built-in. A rubric imports only the modules it uses, so that
+# a rule-only run does not pay for sympy, the sandbox or language detection at start-up. A test
+# checks this table against what the modules register.
+HOMES: dict[str, str] = {
+    "gsm8k": "answers", "number": "answers", "exact": "answers", "normalized": "answers",
+    "f1": "answers", "choice": "answers",
+    "marker": "formats", "regex": "formats", "think_format": "formats", "length": "formats",
+    "math": "mathanswer", "boxed_math": "mathanswer",
+    "ifeval": "instructions",
+    "code": "code",
+    "tool_call": "structured", "json_match": "structured", "json_schema": "structured",
+}
+_PACKAGE = __package__ or "rewardsmith.rewards"
+
+
 def _ensure_loaded() -> None:
-    # Importing the package registers every built-in module.
-    importlib.import_module(__package__ or "rewardsmith.rewards")
+    for module in sorted(set(HOMES.values())):
+        importlib.import_module(f"{_PACKAGE}.{module}")
+
+
+def _load_home(name: str) -> None:
+    home = HOMES.get(name) or HOMES.get(name.removeprefix("boxed_"))
+    if home is None:
+        _ensure_loaded()  # unknown here: look everywhere before saying it does not exist
+    else:
+        importlib.import_module(f"{_PACKAGE}.{home}")
 
 
 def get_builtin(name: str) -> Builtin | None:
     """The built-in called ``name`` (including ``boxed_`` twins), or None."""
-    _ensure_loaded()
+    if name not in _REGISTRY:
+        _load_home(name)
     found = _REGISTRY.get(name)
     if found is not None:
         return found

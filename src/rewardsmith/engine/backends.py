@@ -1,0 +1,10 @@
+"""Names of the engine's backends and the environment variables that choose one: a module of
+its own so that the CLI's help can name them without importing the engine."""
+
+from __future__ import annotations
+
+__all__ = ["BACKENDS", "BACKEND_ENV", "RAY_ADDRESS_ENV"]
+
+BACKENDS = ("local", "ray")
+BACKEND_ENV = "REWARDSMITH_BACKEND"
+RAY_ADDRESS_ENV = "REWARDSMITH_RAY_ADDRESS"
