@@ -89,7 +89,7 @@ def find_env_reads(root: Path = SOURCE) -> EnvReads:
             key = _read_key(node)
             if key is None:
                 continue
-            where = f"{module}:{node.lineno}"
+            where = f"{module}:{getattr(node, 'lineno', 0)}"
             names: set[str] = set()
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 names = {key.value}
