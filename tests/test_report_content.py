@@ -329,9 +329,22 @@ def test_command_line(tmp_path: Path) -> None:
     assert "bad.jsonl:3: not valid JSON" in done.stderr
     assert not (tmp_path / "bad.html").exists()
 
-    done = run_cli(str(scored), "-o", str(scored))
-    assert done.returncode == 2 and "would destroy the input" in done.stderr
-    done = run_cli(str(scored), "-o", str(out), "--store", str(tmp_path / "none.db"))
-    assert done.returncode == 2 and "no store at" in done.stderr
-    done = run_cli(str(scored))
-    assert done.returncode == 2 and "--output" in done.stderr
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["-o", "{scored}"], "would destroy the input"),
+    (["-o", "{folder}/r.html", "--store", "{folder}/none.db"], "no store at"),
+    (["-o", "{folder}/r.html", "--top", "-1"], "--top"),
+    ([], "--output"),
+])
+def test_command_line_refusals_exit_2(tmp_path: Path, extra: list[str], message: str) -> None:
+    from typer.testing import CliRunner
+
+    from rewardsmith.cli import app
+
+    scored = write_rows(tmp_path / "scored.jsonl", ROWS)
+    before = scored.read_bytes()
+    args = [a.format(scored=scored, folder=tmp_path) for a in extra]
+    result = CliRunner().invoke(app, ["report", str(scored), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert scored.read_bytes() == before and not (tmp_path / "r.html").exists()

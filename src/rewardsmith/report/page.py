@@ -48,6 +48,15 @@ figure.plot figcaption { color: var(--muted); font-size: .9em; }
 .warnings { background: var(--warn-bg); color: var(--warn-fg); border-radius: 6px;
   padding: .4rem 1rem; }
 .bad { color: var(--bad); font-weight: 600; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(160px, 1fr));
+  gap: .7rem; margin: .4rem 0 1rem; }
+.card { background: var(--card); border: 1px solid var(--line);
+  border-radius: 6px; padding: .5rem .8rem; }
+.card .label { color: var(--muted); font-size: .85em; }
+.card .value { font-size: 1.45rem; font-weight: 600; }
+.card .muted { font-size: .85em; }
+.side { display: flex; flex-wrap: wrap; gap: 0 1.5rem; align-items: flex-start; }
+.side figure.plot { flex: 1 1 380px; margin-top: .4rem; }
 article.rollout { border: 1px solid var(--line); border-radius: 6px; padding: .2rem 1rem .6rem;
   margin: .8rem 0; }
 article.rollout:target { outline: 2px solid var(--accent); }

@@ -165,30 +165,46 @@ def read_scored(path: str | Path) -> ScoredColumns:
         if code is None:
             raise InputError(f"status must be one of {', '.join(STATUSES)}, got {status!r}",
                              source=source, line=line)
-        reward = _number(data.get("reward"), "'reward'", source, line)
-        advantage = _number(data.get("advantage"), "'advantage'", source, line)
-        messages = _mapping(data, "errors", source, line)
-        for name, value in _mapping(data, "components", source, line).items():
-            number = _number(value, f"component {name!r}", source, line)
-            if number is None:
-                kind = _failure_kind(str(messages[name]) if name in messages else None)
-                counts = failures.setdefault(name, {"error": 0, "timeout": 0, "masked": 0})
-                counts[kind] += 1
-                components.setdefault(name, _Sparse())
-                continue
+        reward = data.get("reward")
+        if type(reward) is not float or reward - reward != 0:  # fast path: a finite float
+            reward = _number(reward, "'reward'", source, line)
+        advantage = data.get("advantage")
+        if advantage is not None and (type(advantage) is not float
+                                      or advantage - advantage != 0):
+            advantage = _number(advantage, "'advantage'", source, line)
+        messages = data.get("errors")
+        if type(messages) is not dict:  # None is no entries; anything else not an object fails
+            messages = _mapping(data, "errors", source, line)
+        values = data.get("components")
+        if type(values) is not dict:  # None is no entries; anything else not an object fails
+            values = _mapping(data, "components", source, line)
+        for name, value in values.items():
+            if type(value) is not float or value - value != 0:
+                value = _number(value, f"component {name!r}", source, line)
             column = components.get(name)
             if column is None:
                 column = components[name] = _Sparse()
+            if value is None:
+                kind = _failure_kind(str(messages[name]) if name in messages else None)
+                counts = failures.setdefault(name, {"error": 0, "timeout": 0, "masked": 0})
+                counts[kind] += 1
+                continue
             column.rows.append(row)
-            column.values.append(number)
-        for name, value in _mapping(data, "timing", source, line).items():
-            seconds = _number(value, f"timing of {name!r}", source, line, nonnegative=True)
-            if seconds is not None:
-                column = timing.get(name)
-                if column is None:
-                    column = timing[name] = _Sparse()
-                column.rows.append(row)
-                column.values.append(seconds)
+            column.values.append(value)
+        times = data.get("timing")
+        if type(times) is not dict:  # None is no entries; anything else not an object fails
+            times = _mapping(data, "timing", source, line)
+        for name, seconds in times.items():
+            if type(seconds) is not float or not 0 <= seconds < math.inf:
+                seconds = _number(seconds, f"timing of {name!r}", source, line,
+                                  nonnegative=True)
+                if seconds is None:
+                    continue
+            column = timing.get(name)
+            if column is None:
+                column = timing[name] = _Sparse()
+            column.rows.append(row)
+            column.values.append(seconds)
         if messages:
             errors[row] = {str(k): str(v) for k, v in messages.items()}
         ids.append(rollout_id)

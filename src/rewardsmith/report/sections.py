@@ -65,18 +65,47 @@ def _overview(data: ReportData) -> Section:
                          f"({esc(run.kind)}, {esc(run.status)})")]
     if data.comparison is not None:
         rows.append(("compared with", f"<code>{esc(data.comparison.other)}</code>"))
-    body = table(["", ""], ([esc(k), v] for k, v in rows))
+    body = _glance(data) + table(["", ""], ([esc(k), v] for k, v in rows))
     return Section("overview", "Overview", body)
+
+
+def _glance(data: ReportData) -> str:
+    """The few numbers to read first, as cards."""
+    total = len(data.scored)
+    failed = data.statuses.get("error", 0) + data.statuses.get("timeout", 0)
+    broken = [a.trainer for a in data.advantages if a.broken_groups]
+    cards = [("rollouts", count(total), f"{count(data.groups.groups)} groups"),
+             ("mean reward", number(data.reward.mean),
+              f"std {number(data.reward.std)}, {count(data.reward.missing)} without one"),
+             ("failed", share(failed, total), f"{count(failed)} errors and timeouts"),
+             ("zero-variance groups", share(data.groups.zero_variance, data.groups.groups),
+              f"{count(data.groups.zero_variance)} teach nothing")]
+    trainers = ", ".join(broken[:3]) + ("…" if len(broken) > 3 else "")
+    cards.append(("trainers with broken groups", str(len(broken)),
+                  trainers or "equal rewards get 0 everywhere"))
+    if data.latency is not None and data.latency.components:
+        slowest = data.latency.components[0]
+        cards.append(("slowest component", esc(slowest.name),
+                      f"p99 {seconds(slowest.p99)}, {seconds(slowest.total)} in all"))
+    if data.comparison is not None:
+        moved = data.comparison.components[0]
+        cards.append(("reward vs baseline", signed(moved.delta),
+                      f"{count(moved.changed)} rollouts changed"))
+    return '<div class="cards">' + "".join(
+        f'<div class="card"><div class="label">{esc(label)}</div>'
+        f'<div class="value">{value}</div><div class="muted">{esc(note)}</div></div>'
+        for label, value, note in cards) + "</div>"
 
 
 def _statuses(data: ReportData, plots: Plotter) -> Section:
     total = len(data.scored)
     rows = [[esc(name), count(n), share(n, total)] for name, n in data.statuses.items()]
-    body = table(["status", "rollouts", "share"], rows, numeric=[False, True, True])
+    body = '<div class="side">' + table(["status", "rollouts", "share"], rows,
+                                        numeric=[False, True, True])
     colors = [PALETTE[2], PALETTE[3], PALETTE[1], PALETTE[7]]
     body += figure(plots.bars(list(data.statuses), list(data.statuses.values()),
                               xlabel="rollouts", colors=colors), "Rollouts per status.",
-                   "statuses")
+                   "statuses") + "</div>"
     failures = [[esc(name), count(f["error"]), count(f["timeout"]), count(f["masked"])]
                 for name, f in data.scored.failures.items()]
     if failures:
