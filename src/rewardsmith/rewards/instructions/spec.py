@@ -29,6 +29,8 @@ class _Bad(ValueError):
 
 
 def _count(value: Any) -> int:
+    if type(value) is int and value >= 0:
+        return value
     # JSON from other tools may write counts as 3.0; a fraction or a bool is not a count.
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _Bad(f"expected a whole number >= 0, got {value!r}")
@@ -47,9 +49,10 @@ def _positive(value: Any) -> int:
 
 
 def _text(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
+    stripped = value.strip() if isinstance(value, str) else ""
+    if not stripped:
         raise _Bad(f"expected a non-empty string, got {value!r}")
-    return value.strip()
+    return stripped
 
 
 def _lower_text(value: Any) -> str:
@@ -57,7 +60,8 @@ def _lower_text(value: Any) -> str:
 
 
 def _words(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+    if type(value) is not list and (isinstance(value, str) or not isinstance(value, Sequence)) \
+            or not value:
         raise _Bad(f"expected a non-empty list of strings, got {value!r}")
     return tuple(_text(item) for item in value)
 
@@ -127,7 +131,7 @@ class Instruction:
 def _unwrap(answer: Any) -> Mapping[str, Any]:
     if isinstance(answer, (list, tuple)) and len(answer) == 1:
         answer = answer[0]
-    if not isinstance(answer, Mapping):
+    if type(answer) is not dict and not isinstance(answer, Mapping):
         raise ValueError(
             "ifeval: the answer must hold 'instruction_id_list' and 'kwargs' (a dict or its "
             f"JSON string), got {type(answer).__name__}"
@@ -153,22 +157,22 @@ def _read_one(position: int, instruction_id: Any, raw: Any) -> Instruction:
                          f"{instruction_id!r}")
     if raw is None:
         raw = {}
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         raise ValueError(f"ifeval: instruction {position} ({instruction_id}): kwargs must be an "
                          f"object, got {raw!r}")
-    given = {str(k): v for k, v in raw.items() if v is not None}
+    given = {k if type(k) is str else str(k): v for k, v in raw.items() if v is not None}
     if given.keys() != takes.keys():
         _name_misfits(position, instruction_id, given, takes)
-    where = f"ifeval: instruction {position}"
     values: dict[str, Any] = {}
-    for name, reader in takes.items():
-        try:
+    try:
+        for name, reader in takes.items():
             values[name] = reader(given[name])
-        except _Bad as exc:
-            raise ValueError(f"{where} ({instruction_id}): kwarg {name!r}: {exc}") from None
+    except _Bad as exc:
+        raise ValueError(f"ifeval: instruction {position} ({instruction_id}): kwarg {name!r}: "
+                         f"{exc}") from None
     if instruction_id == "length_constraints:nth_paragraph_first_word" and \
             values["nth_paragraph"] > values["num_paragraphs"]:
-        raise ValueError(f"{where} ({instruction_id}): nth_paragraph "
+        raise ValueError(f"ifeval: instruction {position} ({instruction_id}): nth_paragraph "
                          f"{values['nth_paragraph']} is past num_paragraphs "
                          f"{values['num_paragraphs']}")
     return Instruction(instruction_id, values)
@@ -178,12 +182,13 @@ def _from_mapping(answer: Mapping[str, Any]) -> tuple[Instruction, ...]:
     ids = answer.get("instruction_id_list", answer.get("instruction_id"))
     if ids is None:
         raise ValueError("ifeval: the answer has no 'instruction_id_list'")
-    if isinstance(ids, str) or not isinstance(ids, Sequence) or not ids:
+    if type(ids) is not list and (isinstance(ids, str) or not isinstance(ids, Sequence)) \
+            or not ids:
         raise ValueError(f"ifeval: 'instruction_id_list' must be a non-empty list, got {ids!r}")
     kwargs = answer.get("kwargs")
     if kwargs is None:
         kwargs = [{} for _ in ids]
-    if isinstance(kwargs, str) or not isinstance(kwargs, Sequence):
+    if type(kwargs) is not list and (isinstance(kwargs, str) or not isinstance(kwargs, Sequence)):
         raise ValueError(f"ifeval: 'kwargs' must be a list (one object per instruction), "
                          f"got {kwargs!r}")
     if len(kwargs) != len(ids):

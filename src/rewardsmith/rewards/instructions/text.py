@@ -23,6 +23,7 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"\w+")
+_ALNUM = re.compile(r"[^\W_]")  # a character str.isalnum() accepts: \w is those and "_"
 # Characters that end a token for the capital-word count: they are tokens of their own in the
 # Treebank tokenizer IFEval uses, so "HELLO,world" is one capital word, not zero.
 _TOKEN = re.compile(r"[^\s,;:@#$%&?!()\[\]{}<>\"“”`]+")
@@ -38,7 +39,7 @@ def count_words(text: str) -> int:
 
 def has_content(text: str) -> bool:
     """True when ``text`` has at least one letter or digit (in any script)."""
-    return any(ch.isalnum() for ch in text)
+    return _ALNUM.search(text) is not None
 
 
 @lru_cache(maxsize=1)
