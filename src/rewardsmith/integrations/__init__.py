@@ -15,6 +15,10 @@ environment variable ``REWARDSMITH_RUBRIC``, or a sample's own ``rubric``. Every
 end-of-turn texts from the completion's end (``rewardsmith.endtext``) and logs a component named
 like a trainer's own key as ``component_<name>``, so one rubric gives the same reward and the
 same logged values in every trainer.
+
+Each scoring call an adapter makes can also be one step of a W&B, MLflow or TensorBoard run:
+``rewardsmith.tracking.track_scoring(tracker)``, ``trl_reward_funcs(..., tracker=...)``, or
+``REWARDSMITH_LOG_TO`` in the trainer workers' environment (see docs/tracking.md).
 """
 
 from __future__ import annotations

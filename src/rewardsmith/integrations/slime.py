@@ -18,7 +18,9 @@ key per component (``component_<name>`` for a name that is a reserved log key or
 slime has no masked reward: a masked sample gets ``masked_reward``
 (``REWARDSMITH_MASKED_REWARD``, default 0.0).
 
-The rubric is ``sample.metadata["rubric"]``, else ``REWARDSMITH_RUBRIC``.
+The rubric is ``sample.metadata["rubric"]``, else ``REWARDSMITH_RUBRIC``. Each call is one
+tracker step when tracking is on (``REWARDSMITH_LOG_TO``; docs/tracking.md), its aborted and
+failed samples counted as masked.
 """
 
 from __future__ import annotations
