@@ -45,3 +45,15 @@ def main_to_file(spec: dict[str, Any], path: str) -> None:
     """``run(spec)``, its result written as JSON to ``path`` (for a multiprocessing child)."""
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(run(spec), handle)
+
+
+class Rank:
+    """A trainer rank as a Ray actor: a process of the job that scores with its own engine."""
+
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+    def score(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return run(spec)
