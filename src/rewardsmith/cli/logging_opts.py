@@ -79,7 +79,8 @@ class RunLogging:
                                               ("--log-dir", directory), ("--log-step", step))
                      if value is not None]
             if given:
-                raise fail(f"{', '.join(given)} need --log-to ({TRACKERS_HELP})")
+                verb = "needs" if len(given) == 1 else "need"
+                raise fail(f"{', '.join(given)} {verb} --log-to ({TRACKERS_HELP})")
             return None
         from ..tracking import StepStats, check_available
 

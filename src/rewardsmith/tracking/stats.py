@@ -24,7 +24,7 @@ import math
 import re
 from array import array
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -83,11 +83,14 @@ def _timing(value: Any, where: str) -> dict[str, float | None]:
     return out
 
 
+# The field of ``Score`` that holds per-component timing, when the engine records it there.
+_SCORE_TIMING = next((f.name for f in fields(Score) if f.name in ("timing", "timings")), None)
+
+
 def _row(result: ScoredResult, position: int) -> _Row:
     if isinstance(result, Score):
         where = f"result {position} (id {result.id!r})"
-        # The per-component timing rides on the score when the engine recorded it.
-        timing = getattr(result, "timing", None) or getattr(result, "timings", None)
+        timing = getattr(result, _SCORE_TIMING) if _SCORE_TIMING is not None else None
         return _Row(result.group, result.reward, result.status.value, result.components,
                     _timing(timing, where))
     if not isinstance(result, Mapping):
@@ -172,23 +175,41 @@ class StepStats:
     groups: dict[str, list[float]] = field(default_factory=dict)
 
     def add(self, results: Iterable[ScoredResult]) -> None:
+        # One loop with local names: a scoring run feeds every rollout through here.
+        statuses, groups, components = self.statuses, self.groups, self.components
+        rewards = self.rewards
+        values: Mapping[str, float | None]
+        timing: Mapping[str, float | None] | None
         for result in results:
-            row = _row(result, self.rollouts)
+            if type(result) is Score and _SCORE_TIMING is None:
+                group, reward, status = result.group, result.reward, result.status.value
+                values, timing = result.components, None
+            else:
+                row = _row(result, self.rollouts)
+                group, reward, status = row.group, row.reward, row.status
+                values, timing = row.components, row.timing
             self.rollouts += 1
-            self.statuses[row.status] += 1
-            seen = self.groups.setdefault(row.group, [0.0, math.inf, -math.inf])
-            if row.reward is not None:
-                self.rewards.append(row.reward)
+            statuses[status] += 1
+            seen = groups.get(group)
+            if seen is None:
+                seen = groups[group] = [0.0, math.inf, -math.inf]
+            if reward is not None:
+                rewards.append(reward)
                 seen[0] += 1
-                seen[1] = min(seen[1], row.reward)
-                seen[2] = max(seen[2], row.reward)
-            for name, value in row.components.items():
-                values = self.components.setdefault(name, array("d"))
+                if reward < seen[1]:
+                    seen[1] = reward
+                if reward > seen[2]:
+                    seen[2] = reward
+            for name, value in values.items():
+                column = components.get(name)
+                if column is None:
+                    column = components[name] = array("d")
                 if value is not None:
-                    values.append(value)
-            for name, seconds in row.timing.items():
-                if seconds is not None:
-                    self.timings.setdefault(name, array("d")).append(seconds)
+                    column.append(value)
+            if timing:
+                for name, seconds in timing.items():
+                    if seconds is not None:
+                        self.timings.setdefault(name, array("d")).append(seconds)
 
     def metrics(self, usage: Mapping[str, Mapping[str, float]] | None = None
                 ) -> dict[str, float]:
