@@ -35,10 +35,8 @@ OFFLINE = {
     "WANDB_ERROR_REPORTING": "false",
     "WANDB_DISABLE_GIT": "true",
     "WANDB_DISABLE_CODE": "true",
-    "WANDB_DISABLE_SERVICE_TELEMETRY": "true",
     "MLFLOW_DISABLE_TELEMETRY": "true",
     "DO_NOT_TRACK": "1",
-    "HF_HUB_OFFLINE": "1",
 }
 
 
@@ -165,6 +163,7 @@ def test_tensorboard_event_files_read_back(tmp_path: Path) -> None:
 def test_mlflow_file_store_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow.tracking import MlflowClient
 
+    # Unset: naming a directory is what asks for the file store (the tracker sets it).
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
     store = tmp_path / "mlruns"
     with MlflowTracker(experiment="rewards", run="rubric-v2", tracking_uri=store) as tracker:
@@ -188,11 +187,12 @@ def test_mlflow_file_store_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert client.get_run(again.run_id).info.experiment_id == run.info.experiment_id
 
 
-def test_mlflow_attaches_to_the_callers_active_run(tmp_path: Path) -> None:
+def test_mlflow_attaches_to_the_callers_active_run(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import mlflow
 
     uri = (tmp_path / "mlruns").resolve().as_uri()
-    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     mlflow.set_tracking_uri(uri)
     try:
         with mlflow.start_run(run_name="trainer") as active:
@@ -308,16 +308,22 @@ def test_log_verb_to_all_three_trackers(tmp_path: Path, scored_steps: list[Path]
 
 
 def test_log_verb_rejects_bad_input_before_opening_a_tracker(
-        tmp_path: Path, scored_steps: list[Path]) -> None:
+        tmp_path: Path, scored_steps: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from rewardsmith.cli import app
+
+    monkeypatch.chdir(tmp_path)
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"id": "1", "group": "g", "reward": "high"}) + "\n")
-    done = _cli(["log", str(scored_steps[0]), str(bad), "--to", "tensorboard", "--dir", "tb"],
-                tmp_path)
-    assert done.returncode == 2
-    assert "bad.jsonl: line 1" in done.stderr and "'reward' must be a number" in done.stderr
+    runner = CliRunner()
+    done = runner.invoke(app, ["log", str(scored_steps[0]), str(bad), "--to", "tensorboard",
+                               "--dir", "tb"])
+    assert done.exit_code == 2
+    assert "bad.jsonl: line 1" in done.output and "'reward' must be a number" in done.output
     assert not (tmp_path / "tb").exists()  # nothing was opened, so no empty run
-    done = _cli(["log", str(scored_steps[0]), "--to", "comet"], tmp_path)
-    assert done.returncode == 2 and "--to 'comet': choose wandb, mlflow or tensorboard" in (
-        done.stderr)
-    done = _cli(["log", str(tmp_path / "nope.jsonl"), "--to", "tensorboard"], tmp_path)
-    assert done.returncode == 2 and "no such file" in done.stderr
+    done = runner.invoke(app, ["log", str(scored_steps[0]), "--to", "comet"])
+    assert done.exit_code == 2
+    assert "--to 'comet': choose wandb, mlflow or tensorboard" in done.output
+    done = runner.invoke(app, ["log", str(tmp_path / "nope.jsonl"), "--to", "tensorboard"])
+    assert done.exit_code == 2 and "no such file" in done.output
