@@ -79,7 +79,7 @@ def test_limits_set_open_the_file_beside_the_store(server: CountingServer,
         engine.score(rollouts("a", 4))
     with sqlite3.connect(limits_path(str(store))) as db:
         assert db.execute("SELECT COUNT(*) FROM limit_members").fetchone()[0] == 0  # left
-        assert db.execute("SELECT COUNT(*) FROM limit_slots").fetchone()[0] == 0
+        assert db.execute("SELECT COUNT(*) FROM limit_state").fetchone()[0] == 1
 
 
 def test_ray_scope_without_ray_fails_the_check(server: CountingServer, tmp_path: Path) -> None:

@@ -82,7 +82,8 @@ def wait_until(condition: Callable[[], bool], what: str, limit: float = 30.0) ->
 
 def slots_held(store: Path) -> int:
     with sqlite3.connect(f"{store}-limits", timeout=10) as db:
-        return int(db.execute("SELECT COUNT(*) FROM limit_slots").fetchone()[0])
+        return int(db.execute("SELECT COALESCE(SUM(held), 0) FROM limit_members")
+                   .fetchone()[0])
 
 
 @pytest.mark.parametrize(("scope", "shared"), [("auto", True), ("process", False)])

@@ -6,8 +6,9 @@ Each transaction is short (a few rows) and takes the write lock at once (``BEGIN
 IMMEDIATE``), so two processes never both read a free slot and both take it.
 
 - ``limit_members``: one row per run that shares the limits (a judge on one event loop): its
-  token, and who runs it (pid, host, boot id, process start time; ``process_identity``).
-- ``limit_slots``: one row per call in flight (a concurrency slot), naming its member.
+  token, who runs it (pid, host, boot id, process start time; ``process_identity``) and
+  ``held``, its calls in flight (concurrency slots). The slots taken are the sum over a key's
+  members, so a gone member's row takes its slots with it.
 - ``limit_state``: per limits key, the two token buckets (level, updated) and the budget's
   running totals (calls, tokens, cost).
 
@@ -50,16 +51,10 @@ CREATE TABLE IF NOT EXISTS limit_members (
     host TEXT NOT NULL,
     boot_id TEXT,
     start TEXT,
-    seen_at REAL NOT NULL
+    seen_at REAL NOT NULL,
+    held INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS limit_members_key ON limit_members (key);
-CREATE TABLE IF NOT EXISTS limit_slots (
-    id TEXT PRIMARY KEY,
-    key TEXT NOT NULL,
-    member TEXT NOT NULL,
-    taken_at REAL NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS limit_slots_key ON limit_slots (key);
 CREATE TABLE IF NOT EXISTS limit_state (
     key TEXT PRIMARY KEY,
     requests_level REAL,
@@ -89,6 +84,7 @@ class StoreLimits:
         self.me = ProcessIdentity.current()
         self._db: sqlite3.Connection | None = None
         self._last_reap = 0.0
+        self._full = False  # the last try found every slot taken
         self._heartbeat: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ connection
@@ -133,7 +129,6 @@ class StoreLimits:
         others = db.execute("SELECT COUNT(*) FROM limit_members WHERE key = ?",
                             (self.key,)).fetchone()[0]
         if not others:  # nobody shares this key now: a new run, with a fresh budget
-            db.execute("DELETE FROM limit_slots WHERE key = ?", (self.key,))
             db.execute("DELETE FROM limit_state WHERE key = ?", (self.key,))
         db.execute("INSERT OR IGNORE INTO limit_state (key, started_at) VALUES (?, ?)",
                    (self.key, now))
@@ -160,29 +155,30 @@ class StoreLimits:
         return liveness == "gone"
 
     def _reap(self, db: sqlite3.Connection, now: float) -> int:
-        """Remove gone members of this key and the slots they held; the slots freed."""
+        """Remove gone members of this key, and with them the slots they held; those slots."""
         self._last_reap = now
-        members = db.execute("SELECT token, pid, host, boot_id, start, seen_at FROM "
+        members = db.execute("SELECT token, pid, host, boot_id, start, seen_at, held FROM "
                              "limit_members WHERE key = ?", (self.key,)).fetchall()
-        gone = [(row[0],) for row in members if self._gone(*row, now=now)]
-        db.executemany("DELETE FROM limit_members WHERE token = ?", gone)
-        freed = db.execute("DELETE FROM limit_slots WHERE key = ? AND member NOT IN "
-                           "(SELECT token FROM limit_members WHERE key = ?)",
-                           (self.key, self.key)).rowcount
-        return int(freed)
+        gone = [row for row in members if self._gone(*row[:6], now=now)]
+        db.executemany("DELETE FROM limit_members WHERE token = ?", [(r[0],) for r in gone])
+        return sum(int(r[6]) for r in gone)
+
+    def _held(self, db: sqlite3.Connection) -> int:
+        return int(db.execute("SELECT COALESCE(SUM(held), 0) FROM limit_members WHERE key = ?",
+                              (self.key,)).fetchone()[0])
 
     # ------------------------------------------------------------------ slots and budget
 
     async def acquire(self, want_slot: bool) -> tuple[str | None, str | None] | str:
-        if want_slot:
-            # Look before taking the write lock: while every slot is taken, a waiting process
-            # reads (WAL readers never wait) instead of queueing for the lock.
-            held = self._conn().execute("SELECT COUNT(*) FROM limit_slots WHERE key = ?",
-                                        (self.key,)).fetchone()[0]
-            if (held >= self.settings.max_concurrency
+        if want_slot and self._full:
+            # While every slot is taken, a waiting process looks before taking the write lock
+            # (WAL readers never wait) instead of queueing for it at each try.
+            if (self._held(self._conn()) >= self.settings.max_concurrency
                     and time.time() - self._last_reap < _REAP_EVERY):
                 return FULL
-        return self._write(lambda db: self._acquire(db, want_slot))
+        outcome = self._write(lambda db: self._acquire(db, want_slot))
+        self._full = outcome == FULL
+        return outcome
 
     def _acquire(self, db: sqlite3.Connection, want_slot: bool) -> tuple[str | None,
                                                                          str | None] | str:
@@ -193,16 +189,14 @@ class StoreLimits:
             return None, spent
         slot = None
         if want_slot:
-            count = "SELECT COUNT(*) FROM limit_slots WHERE key = ?"
-            held = db.execute(count, (self.key,)).fetchone()[0]
+            held = self._held(db)
             now = time.time()
             if held >= self.settings.max_concurrency and now - self._last_reap >= _REAP_EVERY:
                 held -= self._reap(db, now)
             if held >= self.settings.max_concurrency:
                 return FULL
-            slot = uuid.uuid4().hex
-            db.execute("INSERT INTO limit_slots (id, key, member, taken_at) VALUES (?, ?, ?, ?)",
-                       (slot, self.key, self.token, now))
+            slot = self.token
+            db.execute("UPDATE limit_members SET held = held + 1 WHERE token = ?", (self.token,))
         if self.settings.has_budget:
             db.execute("UPDATE limit_state SET calls = calls + 1 WHERE key = ?", (self.key,))
         return slot, None
@@ -211,7 +205,8 @@ class StoreLimits:
                       token_debt: float) -> None:
         def write(db: sqlite3.Connection) -> None:
             if slot is not None:
-                db.execute("DELETE FROM limit_slots WHERE id = ?", (slot,))
+                db.execute("UPDATE limit_members SET held = held - 1 WHERE token = ? AND "
+                           "held > 0", (self.token,))
             if self.settings.has_budget and (tokens or cost):
                 db.execute("UPDATE limit_state SET tokens = tokens + ?, cost = cost + ? "
                            "WHERE key = ?", (tokens, cost, self.key))
@@ -266,8 +261,7 @@ class StoreLimits:
         if self._db is None:
             return
         with contextlib.suppress(StoreError):
-            self._write(lambda db: (
-                db.execute("DELETE FROM limit_slots WHERE member = ?", (self.token,)),
-                db.execute("DELETE FROM limit_members WHERE token = ?", (self.token,))))
+            self._write(lambda db: db.execute("DELETE FROM limit_members WHERE token = ?",
+                                              (self.token,)))
         self._db.close()
         self._db = None
