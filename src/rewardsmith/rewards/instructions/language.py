@@ -10,8 +10,8 @@ same Mersenne Twister stream as Python's ``random.Random(0)`` (read in blocks th
 MT19937, with the same rejection rule as ``Random.choice`` and the same ``gauss``), and each
 probability gets the same multiplications in the same order (five rows at a time through
 ``multiply.reduce``, which runs row by row), normalized with Python's own ``sum``. Text
-preparation and n-gram extraction give langdetect's own n-grams in its order, by patterns and a
-word at a time instead of a character at a time. Tests compare the two on many texts.
+preparation and n-gram extraction give langdetect's own n-grams in its order, with patterns and
+a table where langdetect calls a function per character. Tests compare the two on many texts.
 
 For a verdict alone (``detect_language``), the trials stop once the leading language's lead is
 more than the remaining trials could take away: the language named is the one all seven trials
@@ -146,26 +146,31 @@ class _NormalTable(dict[int, str]):
         return char
 
 
-def _word_grams(chunk: str, known: Mapping[str, Any]) -> list[str]:
-    """The known n-grams langdetect takes from one normalized word (``chunk``, with the space
-    after it when one follows), in its order: at each character the 1-, 2- and 3-gram ending
-    there, none inside a run of capitals past its first letter (langdetect's capital-word rule).
+def _known_grams(normalized: str, known: Mapping[str, Any]) -> list[str]:
+    """The known n-grams langdetect takes from ``normalized`` text, in its order.
+
+    langdetect's n-gram buffer starts over after each space, so runs of spaces count as one
+    and the text starts after a space. At each character it takes the 1-, 2- and 3-gram ending
+    there (the 3-gram only once the buffer holds three characters), none where the character
+    and the one before are both capitals (its capital-word rule).
     """
-    padded = " " + chunk
-    found = []
-    for end in range(1, len(padded)):
-        char, before = padded[end], padded[end - 1]
+    found: list[str] = []
+    add = found.append
+    before2, before = "", " "
+    for char in _SPACES.sub(" ", " " + normalized)[1:]:
         if char.isupper() and before.isupper():
+            before2, before = before, char
             continue
         if char != " " and char in known:
-            found.append(char)
+            add(char)
         pair = before + char
         if pair in known:
-            found.append(pair)
-        if end >= 2:
-            triple = padded[end - 2:end + 1]
+            add(pair)
+        if before != " ":
+            triple = before2 + pair
             if triple in known:
-                found.append(triple)
+                add(triple)
+        before2, before = before, char
     return found
 
 
@@ -218,15 +223,9 @@ def _detector_class() -> Any:
                 self.text = _LATIN.sub("", self.text)
 
         def _extract_ngrams(self) -> list[str]:
-            # NGram.add_char and get(1..3) over the normalized text, a word at a time (the
-            # n-gram buffer starts over at each space): the same grams in the same order.
-            words = self.text.translate(normal).split(" ")
-            last = len(words) - 1
-            found: list[str] = []
-            for index, word in enumerate(words):
-                if word:
-                    found += _word_grams(word + " " if index < last else word, known)
-            return found
+            # NGram.add_char and get(1..3) over the whole normalized text: the same n-grams
+            # in the same order (the random picks index them).
+            return _known_grams(self.text.translate(normal), known)
 
         def _detect_block(self) -> None:
             self.cleaning_text()
@@ -237,10 +236,7 @@ def _detector_class() -> Any:
                 self.random = random.Random()  # seeded by langdetect's loop
                 super()._detect_block()  # past what the block reader mirrors
                 return
-            distinct = list(dict.fromkeys(found))
-            place = {gram: i for i, gram in enumerate(distinct)}
-            where = np.array([place[gram] for gram in found], dtype=np.intp)
-            rows = table[[row_of[gram] for gram in distinct]]
+            rows = np.array([row_of[gram] for gram in found], dtype=np.intp)  # in ``table``
             count, trials, size = len(self.langlist), self.n_trial, len(found)
             divide, reduce, limit, converged = np.divide, np.multiply.reduce, _MAX_UPDATES_PAST_FIRST + 1, \
                 self.CONV_THRESHOLD
@@ -252,7 +248,7 @@ def _detector_class() -> Any:
                 # Row u of ``factors`` holds update u's factors (weight + p, as langdetect adds
                 # them); picks are drawn in blocks as the updates need them.
                 picked, used = stream.picks(size, _BLOCK)
-                factors = weight + rows[where[picked]]
+                factors = weight + table[rows[picked]]
                 np.multiply(prob, factors[0], out=prob)
                 done, fetched = 1, _BLOCK  # updates made; langdetect checks after the first
                 # update, then after every fifth
@@ -265,7 +261,7 @@ def _detector_class() -> Any:
                     if done + 5 > fetched:
                         picked, more = stream.picks(size, 2 * _BLOCK, int(used[-1]))
                         used = np.concatenate((used, more + used[-1]))
-                        factors = np.concatenate((factors, weight + rows[where[picked]]))
+                        factors = np.concatenate((factors, weight + table[rows[picked]]))
                         fetched = len(factors)
                     # The normalized product takes the place of a used row.
                     divide(prob, mass, out=factors[done - 1])
