@@ -174,3 +174,46 @@ ENVIRONMENT_BY_USER_NAME: dict[str, str] = {
     "rewardsmith.judge.evaluator": "A judge's `api_key_env`: its API key.",
     "rewardsmith.judge.reward_model": "A reward model's `api_key_env`: its API key.",
 }
+
+# (built-in reward, param) -> description. A `boxed_<name>` twin uses its base reward's entries.
+BUILTIN_PARAMS: dict[tuple[str, str], str] = {
+    ("code", "language"): "`python`, `cpp` (g++) or `javascript` (node).",
+    ("code", "mode"): "`fraction`: the share of tests passed; `all`: 1.0 only when every test "
+    "passes.",
+    ("code", "time_limit"): "Wall-clock seconds per test (CPU time: its ceiling + 1). After the "
+    "first test past it, the rest are skipped.",
+    ("code", "memory_limit"): "MB per test (address space; the V8 heap for JavaScript).",
+    ("code", "total_time_limit"): "Seconds for all tests of one program; the rest are skipped.",
+    ("code", "float_tolerance"): "Numbers in outputs may differ by this much (e.g. `1e-6`); "
+    "`null` compares exactly.",
+    ("code", "sandbox"): "`bubblewrap` (the default) or another registered sandbox; `none` runs "
+    "on the host, only for code you trust.",
+    ("code", "script_tests"): "Allow JavaScript `test`/`asserts` scripts, which run in the "
+    "program's own process where a program could forge a pass.",
+    ("ifeval", "loose"): "Also accept a response after IFEval's loose relaxations: its first "
+    "line, last line or both dropped, and asterisks removed.",
+    ("ifeval", "mode"): "`fraction`: the share of instructions followed; `all`: 1.0 only when "
+    "every one is.",
+    ("json_match", "partial"): "Credit the share of fields matched; `false`: 1.0 only when "
+    "every field matches.",
+    ("json_match", "allow_extra"): "Ignore fields the completion adds; `false` counts each as a "
+    "miss.",
+    ("json_schema", "schema"): "The JSON Schema; when not given, the rollout's answer is the "
+    "schema.",
+    ("length", "max_length"): "The length limit, in `unit`s: -1 at and beyond it.",
+    ("length", "buffer"): "The penalty ramps from 0 at `max_length - buffer` to -1 at "
+    "`max_length`.",
+    ("length", "unit"): "`chars` or `words`.",
+    ("marker", "marker"): "The text that must precede the answer.",
+    ("marker", "max_count"): "Most times the marker may appear.",
+    ("regex", "pattern"): "A Python regular expression, compiled when the rubric loads.",
+    ("regex", "flags"): "Any of `i`, `m`, `s`, `x`.",
+    ("regex", "full"): "Match the whole completion instead of searching in it.",
+    ("think_format", "tag"): "The tag name: `think` checks `<think>...</think>`.",
+    ("tool_call", "order_free"): "Pair made and expected calls to maximize the total (parallel "
+    "calls); `false` pairs them in order.",
+    ("tool_call", "partial"): "Credit partial matches of arguments and calls; `false`: 1.0 only "
+    "for an exact match.",
+    ("tool_call", "loose_types"): "A string that reads as the expected number or boolean "
+    "(`\"3\"` for 3) also matches.",
+}

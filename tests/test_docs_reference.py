@@ -19,9 +19,10 @@ def reference_modules() -> object:
     try:
         import reference_env
         import reference_models
+        import reference_rewards
         import reference_text
 
-        yield reference_env, reference_models, reference_text
+        yield reference_env, reference_models, reference_text, reference_rewards
     finally:
         sys.path.remove(str(SCRIPTS))
 
@@ -35,7 +36,7 @@ def test_committed_reference_pages_are_what_the_generator_writes_now() -> None:
 
 
 def test_every_environment_variable_read_in_the_source_is_described(reference_modules) -> None:
-    reference_env, _, reference_text = reference_modules
+    reference_env, _, reference_text, _ = reference_modules
     reads = reference_env.find_env_reads()
     undocumented = set(reads.by_name) - set(reference_text.ENVIRONMENT)
     assert not undocumented, (
@@ -75,7 +76,7 @@ def test_the_environment_scanner_finds_every_way_of_reading(reference_modules, t
 
 
 def test_every_rubric_key_is_on_the_rubric_page(reference_modules) -> None:
-    _, reference_models, _ = reference_modules
+    reference_models = reference_modules[1]
     from rewardsmith.judge.config import JudgeConfig
     from rewardsmith.rubric import _ComponentModel, _RubricModel
 
@@ -86,12 +87,24 @@ def test_every_rubric_key_is_on_the_rubric_page(reference_modules) -> None:
 
 
 def test_a_key_without_a_description_stops_the_generator(reference_modules, monkeypatch) -> None:
-    _, reference_models, reference_text = reference_modules
+    _, reference_models, reference_text, _ = reference_modules
     trimmed = dict(reference_text.RUBRIC_KEYS)
     del trimmed[("component", "weight")]
     monkeypatch.setattr(reference_models, "RUBRIC_KEYS", trimmed)
     with pytest.raises(ValueError, match=r"component\.weight"):
         reference_models.rubric_page("", lambda text: text)
+
+
+def test_every_param_of_every_built_in_is_described(reference_modules, monkeypatch) -> None:
+    reference_rewards = reference_modules[3]
+    page = reference_rewards.rewards_page("", lambda text: text)
+    assert "| `time_limit` | float | `4.0` |" in page  # code's param, with its default
+    assert page.count("## boxed_number\n") == 1
+    trimmed = dict(reference_rewards.BUILTIN_PARAMS)
+    del trimmed[("regex", "pattern")]
+    monkeypatch.setattr(reference_rewards, "BUILTIN_PARAMS", trimmed)
+    with pytest.raises(ValueError, match=r"regex\.pattern"):
+        reference_rewards.rewards_page("", lambda text: text)
 
 
 def test_cli_reference_has_every_verb() -> None:
