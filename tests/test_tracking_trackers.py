@@ -327,3 +327,17 @@ def test_log_verb_rejects_bad_input_before_opening_a_tracker(
     assert "--to 'comet': choose wandb, mlflow or tensorboard" in done.output
     done = runner.invoke(app, ["log", str(tmp_path / "nope.jsonl"), "--to", "tensorboard"])
     assert done.exit_code == 2 and "no such file" in done.output
+
+
+def test_an_unreachable_tracking_server_is_a_named_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    from rewardsmith.tracking import TrackingError
+
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
+    with pytest.raises(TrackingError, match=f"mlflow: cannot start a run at http://127.0.0.1:{port}"):
+        MlflowTracker(tracking_uri=f"http://127.0.0.1:{port}")

@@ -25,7 +25,7 @@ from .adapter_steps import (
     stop_tracking,
     track_scoring,
 )
-from .base import Tracker, TrackerBase, Trackers
+from .base import Tracker, TrackerBase, Trackers, TrackingError
 from .mlflow_tracker import MlflowTracker
 from .registry import TRACKER_NAMES, check_available, open_tracker, open_trackers
 from .scored_files import LoggedStep, file_stats, log_scored_files
@@ -47,6 +47,7 @@ __all__ = [
     "Tracker",
     "TrackerBase",
     "Trackers",
+    "TrackingError",
     "WandbTracker",
     "check_available",
     "close_scoring_trackers",

@@ -13,12 +13,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 
-from ..errors import ConfigError
+from ..errors import ConfigError, RewardsmithError
 from .stats import ScoredResult, score_stats
 
-__all__ = ["Tracker", "TrackerBase", "Trackers", "Usage"]
+__all__ = ["Tracker", "TrackerBase", "Trackers", "TrackingError", "Usage"]
 
 Usage = Mapping[str, Mapping[str, float]]
+
+
+class TrackingError(RewardsmithError):
+    """A tracker's library failed to start a run or to log a step (a server that cannot be
+    reached, a login that is missing); the message names the tracker and its error."""
 
 
 @runtime_checkable
@@ -96,7 +101,12 @@ class TrackerBase:
         checked = _checked(metrics)
         with self._lock:
             at = self._next(step)
-            self._write(checked, at)
+            try:
+                self._write(checked, at)
+            except RewardsmithError:
+                raise
+            except Exception as exc:  # the libraries raise types of their own
+                raise TrackingError(f"{self.name}: could not log step {at}: {exc}") from exc
             self._last_step = at
             return at
 
@@ -111,7 +121,12 @@ class TrackerBase:
             if self._closed:
                 return
             self._closed = True
-            self._finish()
+            try:
+                self._finish()
+            except RewardsmithError:
+                raise
+            except Exception as exc:  # the libraries raise types of their own
+                raise TrackingError(f"{self.name}: could not finish the run: {exc}") from exc
 
     def __enter__(self) -> TrackerBase:
         return self

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, LoadError
-from .base import TrackerBase
+from .base import TrackerBase, TrackingError
 
 __all__ = ["MlflowTracker", "tracking_uri_of"]
 
@@ -72,8 +72,8 @@ class MlflowTracker(TrackerBase):
             if isinstance(exc, (LoadError, ConfigError)):
                 raise
             # MLflow raises its own exception types for a bad URI or an unreachable server.
-            raise ConfigError(f"cannot start an MLflow run at {uri or 'the default URI'}: "
-                              f"{exc}") from exc
+            raise TrackingError(f"mlflow: cannot start a run at {uri or 'the default URI'}: "
+                                f"{exc}") from exc
 
     def _experiment_id(self, name: str | None) -> str:
         if name is None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, LoadError
-from .base import TrackerBase
+from .base import TrackerBase, TrackingError
 
 __all__ = ["ATTACHED_PREFIX", "WandbTracker"]
 
@@ -62,11 +62,14 @@ class WandbTracker(TrackerBase):
             except OSError as exc:
                 raise ConfigError(f"cannot create the W&B directory {str(directory)!r}: "
                                   f"{exc.strerror or exc}") from exc
-        # console="off": W&B must not wrap stdout, which may be carrying scored lines.
-        self._run = wandb.init(project=project, name=run,
-                               dir=None if directory is None else str(directory),
-                               config=dict(config or {}), reinit="create_new",
-                               settings=wandb.Settings(console="off"))
+        try:
+            # console="off": W&B must not wrap stdout, which may be carrying scored lines.
+            self._run = wandb.init(project=project, name=run,
+                                   dir=None if directory is None else str(directory),
+                                   config=dict(config or {}), reinit="create_new",
+                                   settings=wandb.Settings(console="off"))
+        except Exception as exc:  # W&B raises its own types (no login, no network...)
+            raise TrackingError(f"wandb: cannot start a run: {exc}") from exc
 
     @property
     def run_id(self) -> str:
