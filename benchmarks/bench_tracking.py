@@ -102,7 +102,7 @@ def main() -> int:
     stats.add(groups[0])
     metrics = stats.metrics({"judge:grader": {"calls": 8.0, "cost": 0.01}})
     print()
-    print(f"| tracker ({len(metrics)} keys a step, {args.steps} steps) | open s | "
+    print(f"| tracker ({len(metrics)} keys a step, {args.steps} steps) | open s (import included) | "
           f"per step ms | close s |")
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
