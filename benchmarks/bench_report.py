@@ -10,7 +10,9 @@ rewards changed are written to a temporary folder; then:
 - report: ``build_report(scored, output=...)``, split into reading, computing and drawing;
 - report with ``--compare``: the same against the baseline.
 
-    python benchmarks/bench_report.py [--rollouts 1000000] [--keep DIR]
+Target: each page under 3 MB (exit status 1 otherwise), whatever the number of rollouts.
+
+    python benchmarks/bench_report.py [--rollouts 1000000] [--keep DIR [--reuse]]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from rewardsmith.report import build_report, collect, render
 from rewardsmith.report.scored import read_scored
 
 GROUP = 16
+PAGE_LIMIT = 3_000_000  # bytes
 
 
 def write_scored(path: Path, count: int, *, seed: int, changed: float = 0.0) -> None:
@@ -65,17 +68,20 @@ def floor(path: Path) -> float:
     return time.perf_counter() - started
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rollouts", type=int, default=1_000_000)
     parser.add_argument("--keep", type=Path, help="write the files here and keep them")
+    parser.add_argument("--reuse", action="store_true",
+                        help="with --keep: use the files already there when they exist")
     args = parser.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="bench-report-"))
     folder.mkdir(parents=True, exist_ok=True)
     scored, baseline = folder / "scored.jsonl", folder / "baseline.jsonl"
     started = time.perf_counter()
-    write_scored(scored, args.rollouts, seed=1)
-    write_scored(baseline, args.rollouts, seed=1, changed=0.1)
+    if not (args.reuse and scored.exists() and baseline.exists()):
+        write_scored(scored, args.rollouts, seed=1)
+        write_scored(baseline, args.rollouts, seed=1, changed=0.1)
     print(f"{args.rollouts:,} rollouts: {scored.stat().st_size / 1e6:.0f} MB scored file "
           f"(written in {time.perf_counter() - started:.1f} s)")
 
@@ -111,12 +117,17 @@ def main() -> None:
             ("report --compare baseline, written", compared)]
     for name, seconds in rows:
         print(f"{name:<44}{seconds:>10.2f}{seconds / parse:>10.2f}")
-    print(f"page: {output.stat().st_size / 1e6:.2f} MB; with --compare: "
-          f"{compared_output.stat().st_size / 1e6:.2f} MB; peak memory {peak:,.0f} MB")
+    sizes = output.stat().st_size, compared_output.stat().st_size
+    print(f"page: {sizes[0] / 1e6:.2f} MB; with --compare: {sizes[1] / 1e6:.2f} MB; "
+          f"peak memory {peak:,.0f} MB")
     if args.keep is None:
         for path in (scored, baseline, output, compared_output):
             path.unlink()
         folder.rmdir()
+    if max(sizes) > PAGE_LIMIT:
+        print(f"FAIL: a page is over {PAGE_LIMIT / 1e6:.0f} MB")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

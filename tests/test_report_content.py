@@ -307,6 +307,19 @@ def test_bad_options(tmp_path: Path) -> None:
         build_report(scored, store=tmp_path / "x.db", rollouts=scored)
     with pytest.raises(InputError, match="cannot open"):
         build_report(tmp_path / "missing.jsonl")
+    (tmp_path / "blank.jsonl").write_text("\n\n")
+    with pytest.raises(InputError, match="blank.jsonl: holds no scored rollouts"):
+        build_report(scored, compare_with=tmp_path / "blank.jsonl")
+
+
+def test_a_file_with_every_reward_masked(tmp_path: Path) -> None:
+    rows = [{"id": f"m{i}", "group": "g", "reward": None, "status": "masked",
+             "components": {"c": None}} for i in range(3)]
+    page = Tables(build_report(write_rows(tmp_path / "masked.jsonl", rows)))
+    assert page.rows("rewards")["reward"] == ["0", "3", "-", "-", "-", "-", "-"]
+    assert page.rows("statuses")["masked"] == ["3", "100.0%"]
+    assert page.rows("advantages")["verl"][2:] == ["-", "-", "-", "-", "0", "0", "0", "0",
+                                                     "-"]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -348,3 +361,12 @@ def test_command_line_refusals_exit_2(tmp_path: Path, extra: list[str], message:
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert scored.read_bytes() == before and not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.slow
+def test_benchmark_runs_small(tmp_path: Path) -> None:
+    script = Path(__file__).parent.parent / "benchmarks" / "bench_report.py"
+    done = subprocess.run([sys.executable, str(script), "--rollouts", "3200"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "x floor" in done.stdout and "page:" in done.stdout

@@ -132,7 +132,8 @@ def read_scored(path: str | Path) -> ScoredColumns:
     """Read a scored JSONL file (or Parquet, by extension: no timing there) into columns.
 
     ``InputError`` names the file and line of the first line that is not valid JSON, not an
-    object, lacks ``id`` or ``group``, has a value of the wrong type, or repeats an ``id``.
+    object, lacks ``id`` or ``group``, has a value of the wrong type, or repeats an ``id``;
+    and the file when it holds no line at all.
     """
     from ..tabular import is_parquet
 
@@ -213,6 +214,9 @@ def read_scored(path: str | Path) -> ScoredColumns:
         advantages.append(nan if advantage is None else advantage)
         statuses.append(code)
     size = len(ids)
+    if size == 0:
+        raise InputError("holds no scored rollouts (only blank lines, or nothing)",
+                         source=source)
     for name in components:
         failures.setdefault(name, {"error": 0, "timeout": 0, "masked": 0})
     return ScoredColumns(
@@ -233,6 +237,8 @@ def _from_parquet(path: str | Path) -> ScoredColumns:
     from ..tabular import read_scores_parquet
 
     scores = read_scores_parquet(path)
+    if not scores:
+        raise InputError("holds no scored rollouts", source=str(path))
     seen: set[str] = set()
     for number, score in enumerate(scores, start=1):
         if score.id in seen:
