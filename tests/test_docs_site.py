@@ -72,3 +72,17 @@ def test_readme_keeps_the_quickstart_commands_and_the_makefile_has_them() -> Non
         assert re.search(rf"^{re.escape(target)}:", makefile, re.MULTILINE), target
     for command in ("make demo", "make test", "make check", "make test-slow", "make docs"):
         assert command in readme, command
+
+
+def test_the_site_shows_pipes_in_table_code_as_github_does() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from mkdocs_hooks import unescape_pipes_in_table_code
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    page = "\n".join([
+        "| option | values |", "|---|---|", "| `--mode a\\|b` | a \\| b, `x\\|y` |",
+        "```", "| `kept\\|as is` | in a fence |", "```", "text `c\\|d` outside a table"])
+    assert unescape_pipes_in_table_code(page).split("\n") == [
+        "| option | values |", "|---|---|", "| `--mode a|b` | a \\| b, `x|y` |",
+        "```", "| `kept\\|as is` | in a fence |", "```", "text `c\\|d` outside a table"]
