@@ -21,6 +21,7 @@ reward (null) is not a zero; such pairs are counted and reported instead.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -149,41 +150,54 @@ class GateResult:
 # ------------------------------------------------------------------ statistics
 
 
+def _values(scores: Sequence[Score], name: str) -> np.ndarray:
+    """One statistic of each score as floats, NaN where it is null or absent."""
+    nan = float("nan")
+    if name == REWARD:
+        picked = [nan if s.reward is None else s.reward for s in scores]
+    else:
+        picked = [nan if (v := s.components.get(name)) is None else v for s in scores]
+    return np.array(picked, dtype=np.float64)
+
+
 def _compare(pairing: Pairing, names: Sequence[str], *, confidence: float, resamples: int,
              seed: int) -> list[Comparison]:
     groups: dict[str, int] = {}
-    for baseline, _ in pairing.pairs:
-        groups.setdefault(baseline.group, len(groups))
+    rows = np.array([groups.setdefault(a.group, len(groups)) for a, _ in pairing.pairs],
+                    dtype=np.int64)
+    baseline = [a for a, _ in pairing.pairs]
+    new = [b for _, b in pairing.pairs]
     shape = (len(groups), len(names))
     diffs, counts = np.zeros(shape), np.zeros(shape)
     old_sums, new_sums = np.zeros(len(names)), np.zeros(len(names))
-    for baseline, new in pairing.pairs:
-        row = groups[baseline.group]
-        for k, name in enumerate(names):
-            if name == REWARD:
-                a, b = baseline.reward, new.reward
-            else:
-                a, b = baseline.components.get(name), new.components.get(name)
-            if a is None or b is None:
-                continue  # masked, failed or absent on one side: not a zero, not counted
-            diffs[row, k] += b - a
-            counts[row, k] += 1
-            old_sums[k] += a
-            new_sums[k] += b
+    for k, name in enumerate(names):
+        old_values, new_values = _values(baseline, name), _values(new, name)
+        # masked, failed or absent on one side: not a zero, not counted
+        both = ~(np.isnan(old_values) | np.isnan(new_values))
+        where = rows[both]
+        diffs[:, k] = np.bincount(where, weights=new_values[both] - old_values[both],
+                                  minlength=len(groups))
+        counts[:, k] = np.bincount(where, minlength=len(groups))
+        old_sums[k] = math.fsum(old_values[both])
+        new_sums[k] = math.fsum(new_values[both])
     intervals = cluster_bootstrap(diffs, counts, confidence=confidence, resamples=resamples,
                                   seed=seed)
-    out = []
-    for k, (name, interval) in enumerate(zip(names, intervals)):
-        out.append(_comparison(name, interval, old_sums[k], new_sums[k]))
-    return out
+    return [_comparison(name, interval, old_sums[k], new_sums[k])
+            for k, (name, interval) in enumerate(zip(names, intervals))]
+
+
+def _tidy(value: float | None) -> float | None:
+    """Rounded to 12 decimals: float residue (a difference of -2e-17 where the rewards are
+    equal, 0.09999999999999999 for 0.1) is not shown as a figure."""
+    return None if value is None else round(value, 12) + 0.0  # + 0.0: no "-0.0"
 
 
 def _comparison(name: str, interval: Interval, old_sum: float, new_sum: float) -> Comparison:
     if interval.pairs == 0:
         return Comparison(name, None, None, None, None, None, 0, 0)
-    return Comparison(name, old_sum / interval.pairs, new_sum / interval.pairs,
-                      interval.estimate, interval.low, interval.high, interval.pairs,
-                      interval.clusters)
+    return Comparison(name, _tidy(old_sum / interval.pairs), _tidy(new_sum / interval.pairs),
+                      _tidy(interval.estimate), _tidy(interval.low), _tidy(interval.high),
+                      interval.pairs, interval.clusters)
 
 
 # ------------------------------------------------------------------ checks

@@ -23,7 +23,8 @@ from ..types import Score, Status
 __all__ = ["ScoredLine", "read_scored"]
 
 _ROLLOUT_KEYS = ("completion", "response", "prompt")
-_STATUSES = {status.value for status in Status}
+_STATUSES = {status.value: status for status in Status}
+_EMPTY: dict[str, Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,35 +55,60 @@ def _step(value: Any) -> int | None:
     return value
 
 
-def _check_line(data: Mapping[str, Any]) -> None:
-    missing = [key for key in ("id", "group") if key not in data]
-    if missing:
-        raise ValueError(f"missing {', '.join(map(repr, missing))}")
-    if "reward" not in data:
-        hint = (" (this looks like a rollouts file: score it first)"
-                if any(key in data for key in _ROLLOUT_KEYS) else "")
-        raise ValueError(f"no 'reward': not a scored line{hint}")
-    _number(data["reward"], "'reward'")
-    status = data.get("status", "ok")
-    if status not in _STATUSES:
-        raise ValueError(f"'status' must be one of {sorted(_STATUSES)}, got {status!r}")
-    components = data.get("components") or {}
-    if not isinstance(components, dict):
-        raise ValueError(f"'components' must be an object, got {type(components).__name__}")
+def _missing_reward(data: Mapping[str, Any]) -> ValueError:
+    hint = (" (this looks like a rollouts file: score it first)"
+            if any(key in data for key in _ROLLOUT_KEYS) else "")
+    return ValueError(f"no 'reward': not a scored line{hint}")
+
+
+def _mapping(data: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key) or _EMPTY
+    if type(value) is not dict:
+        raise ValueError(f"{key!r} must be an object, got {type(value).__name__}")
+    return value
+
+
+def _score_of(data: Mapping[str, Any]) -> Score:
+    """The checked ``Score`` of one scored line (finite floats take the short path)."""
+    try:
+        rollout_id, group, reward = data["id"], data["group"], data["reward"]
+    except KeyError:
+        missing = [key for key in ("id", "group") if key not in data]
+        if missing:
+            raise ValueError(f"missing {', '.join(map(repr, missing))}") from None
+        raise _missing_reward(data) from None
+    if type(reward) is not float or reward - reward != 0:  # not a finite float
+        reward = _number(reward, "'reward'")
+    given = data.get("status", "ok")
+    status = _STATUSES.get(given) if isinstance(given, str) else None
+    if status is None:
+        raise ValueError(f"'status' must be one of {sorted(_STATUSES)}, got {given!r}")
+    components = dict(_mapping(data, "components"))
     for name, value in components.items():
-        _number(value, f"component {name!r}")
+        if type(value) is not float or value - value != 0:
+            components[name] = _number(value, f"component {name!r}")
+    errors = _mapping(data, "errors")
+    metrics = _mapping(data, "metrics")
+    advantage = data.get("advantage")
+    if advantage is not None:
+        advantage = _number(advantage, "'advantage'")
+    return Score(
+        str(rollout_id), str(group), reward, status, components,
+        {str(k): str(v) for k, v in errors.items()} if errors else {},
+        {str(k): float(v) for k, v in metrics.items()
+         if isinstance(v, (int, float)) and not isinstance(v, bool)} if metrics else {},
+        advantage)
 
 
 def _read_jsonl(path: Path) -> list[ScoredLine]:
-    out = []
+    out: list[ScoredLine] = []
+    append = out.append
     for number, data in read_json_objects(path):
         try:
-            _check_line(data)
-            step = _step(data.get("step"))
-            score = Score.from_dict(data)
+            step = data.get("step")
+            append(ScoredLine(_score_of(data), None if step is None else _step(step), number))
         except (ValueError, TypeError) as exc:
             raise InputError(str(exc), source=str(path), line=number) from None
-        out.append(ScoredLine(score, step, number))
     return out
 
 
