@@ -8,13 +8,14 @@ run. Three measurements:
    scope: ``process`` (the peer), ``store`` (the SQLite file beside the store), and with
    ``--ray`` the Ray job's limiter actor (a local cluster this benchmark starts and stops).
 2. The store scope with ``--processes`` processes using one file at once (contention).
-3. End to end: ``--rollouts`` rollouts scored by a judge against a local server that answers
-   at once (the worst case for the overhead), limits per process against limits in the store.
+3. End to end: ``--rollouts`` rollouts scored by a judge (``max_concurrency`` 64) against a
+   local server, limits per process against limits in the store: a server that answers at
+   once (the worst case: nothing but the bookkeeping) and one that answers after 50 ms (still
+   far faster than a hosted model).
 
-Run: ``.venv/bin/python benchmarks/bench_judge_limits.py [--ray]`` (about 20 s; 40 s more with
-``--ray``). Prints markdown tables. Target: end to end with the store scope >= 0.8x the
-per-process throughput (the overhead is paid once per call, which real endpoints answer in
-hundreds of milliseconds).
+Run: ``.venv/bin/python benchmarks/bench_judge_limits.py [--ray]`` (about 60 s; 40 s more with
+``--ray``). Prints markdown tables. Target: with the 50 ms server, the store scope >= 0.9x the
+per-process throughput (exits 1 when missed); the instant server's ratio is reported.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import asyncio
 import dataclasses
 import multiprocessing
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -123,7 +125,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--rollouts", type=int, default=1000)
+    parser.add_argument("--rollouts", type=int, default=600)
+    parser.add_argument("--repeat", type=int, default=3, help="end-to-end runs per scope")
     parser.add_argument("--ray", action="store_true", help="also the Ray job's limiter actor")
     args = parser.parse_args()
 
@@ -138,21 +141,32 @@ def main() -> int:
         shared_call, shared_rate = contention(str(Path(folder) / "contended.db"), args.calls,
                                               args.processes)
 
-        server = subprocess.Popen([sys.executable, str(SERVER), "--latency", "0",
-                                   "--model", MODEL], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True)
-        try:
-            assert server.stdout is not None
-            ready = server.stdout.readline().split()
-            if not ready or ready[0] != "READY":
-                print("the benchmark server did not start", file=sys.stderr)
-                return 1
-            runs = {scope: end_to_end(ready[1], Path(folder) / f"e2e-{scope}.db", scope,
-                                      args.rollouts) for scope in ("process", "store")}
-        finally:
-            if server.stdin is not None:
-                server.stdin.close()
-            server.wait(timeout=10)
+        runs: dict[float, dict[str, tuple[float, int]]] = {}
+        for latency in (0.0, 0.05):
+            server = subprocess.Popen([sys.executable, str(SERVER), "--latency", str(latency),
+                                       "--model", MODEL], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True)
+            try:
+                assert server.stdout is not None
+                ready = server.stdout.readline().split()
+                if not ready or ready[0] != "READY":
+                    print("the benchmark server did not start", file=sys.stderr)
+                    return 1
+                # Interleaved and repeated (a fresh store each time), the median kept: on a
+                # machine others share, one run alone says little.
+                timings: dict[str, list[tuple[float, int]]] = {"process": [], "store": []}
+                for repeat in range(args.repeat):
+                    for scope in timings:
+                        store_file = Path(folder) / f"e2e-{scope}-{latency}-{repeat}.db"
+                        timings[scope].append(end_to_end(ready[1], store_file, scope,
+                                                         args.rollouts))
+                runs[latency] = {scope: (statistics.median(r[0] for r in found),
+                                         min(r[1] for r in found))
+                                 for scope, found in timings.items()}
+            finally:
+                if server.stdin is not None:
+                    server.stdin.close()
+                server.wait(timeout=10)
 
     peer = alone["process"]
     print(f"judge limits: the limiter alone, {args.calls} calls in a row (a slot, the budget, "
@@ -165,16 +179,27 @@ def main() -> int:
     print(f"| store, {args.processes} processes on one file at once | {shared_call * 1e6:.0f} "
           f"| +{(shared_call - peer) * 1e6:.0f} µs ({shared_rate:.0f} calls/s in all) |")
 
-    process_rate, process_ok = runs["process"]
-    store_rate, store_ok = runs["store"]
-    ratio = store_rate / process_rate
-    ok = ratio >= 0.8 and process_ok == store_ok == args.rollouts
-    print(f"\nend to end: {args.rollouts} rollouts, a server that answers at once\n")
-    print("| limits | rollouts/s | vs per process | result |")
-    print("|---|---:|---:|---|")
-    print(f"| per process (peer) | {process_rate:.0f} | 1.00x | |")
-    print(f"| shared through the store | {store_rate:.0f} | {ratio:.2f}x | "
-          f"{'ok' if ok else 'MISSED'} (target >= 0.8x) |")
+    print(f"\nend to end: {args.rollouts} rollouts, max_concurrency 64, median of "
+          f"{args.repeat} interleaved runs\n")
+    print("| server answers after | limits | rollouts/s | vs per process | result |")
+    print("|---|---|---:|---:|---|")
+    ok = True
+    for latency, by_scope in runs.items():
+        process_rate, process_ok = by_scope["process"]
+        store_rate, store_ok = by_scope["store"]
+        ratio = store_rate / process_rate
+        complete = process_ok == store_ok == args.rollouts
+        if latency:
+            verdict = "ok" if ratio >= 0.9 and complete else "MISSED"
+            verdict += " (target >= 0.9x)"
+            ok = ok and verdict.startswith("ok")
+        else:
+            verdict = "(worst case, reported)" if complete else "MISSED (not all scored)"
+            ok = ok and complete
+        when = f"{latency * 1000:.0f} ms"
+        print(f"| {when} | per process (peer) | {process_rate:.0f} | 1.00x | |")
+        print(f"| {when} | shared through the store | {store_rate:.0f} | {ratio:.2f}x | "
+              f"{verdict} |")
     return 0 if ok else 1
 
 

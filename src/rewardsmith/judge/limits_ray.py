@@ -283,7 +283,8 @@ class RayLimits:
     def abandon(self) -> None:
         """Leave without awaiting (the run's event loop is gone): fire and forget."""
         if self._heartbeat is not None:
-            self._heartbeat.cancel()
+            with contextlib.suppress(RuntimeError):  # its loop may be closed already
+                self._heartbeat.cancel()
             self._heartbeat = None
         if self._actor is not None:
             with contextlib.suppress(Exception):

@@ -256,7 +256,8 @@ class StoreLimits:
         """Leave: this member's slots go back at once (no await: safe without a loop)."""
         _LIVE_MEMBERS.discard(self.token)
         if self._heartbeat is not None:
-            self._heartbeat.cancel()  # its loop is gone or closing; never awaited again
+            with contextlib.suppress(RuntimeError):  # its loop may be closed already
+                self._heartbeat.cancel()
             self._heartbeat = None
         if self._db is None:
             return

@@ -148,6 +148,9 @@ class RewardModel:
     def _current(self) -> _State:
         loop = asyncio.get_running_loop()
         if self._state is None or self._state.loop is not loop:
+            if self._state is not None:
+                # Its loop ended without closing it: its share of the limits goes back.
+                self._state.limits.abandon()
             path = self.config.store or self._attached or DEFAULT_STORE
             self._state = _State(self, loop, path)
         return self._state
