@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from ..errors import InputError
 from ..files import read_json_objects
+from ..gcpause import gc_paused
 from ..types import Status
 
 __all__ = ["STATUSES", "ScoredColumns", "read_scored"]
@@ -139,6 +140,13 @@ def read_scored(path: str | Path) -> ScoredColumns:
 
     if is_parquet(path):
         return _from_parquet(path)
+    # A million lines build millions of small objects that form no cycles: the collector's
+    # passes over them would cost more than the reading.
+    with gc_paused():
+        return _read_jsonl(path)
+
+
+def _read_jsonl(path: str | Path) -> ScoredColumns:
     source = str(path)
     ids: list[str] = []
     groups: list[str] = []
