@@ -45,31 +45,21 @@ def _squash(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-class _Readings:
-    """The response and, when asked for, its loose variants, each checked once for content."""
+_JSON = "detectable_format:json_format"
 
-    def __init__(self, text: str, loose: bool) -> None:
-        self.text = text
-        self.loose = loose
-        self._variants: list[str] | None = None
-        self._usable: dict[str, tuple[bool, bool]] = {}
 
-    def variants(self) -> list[str]:
-        if self._variants is None:
-            self._variants = loose_variants(self.text)[1:] if self.loose else []
-        return self._variants
+def _standing(reading: str) -> int:
+    """2: the reading has a letter or digit; 1: only other characters; 0: it is blank."""
+    if has_content(reading):
+        return 2
+    return 1 if reading.strip() else 0
 
-    def earns(self, reading: str, instruction: Instruction) -> bool:
-        usable = self._usable.get(reading)
-        if usable is None:
-            blank = not reading.strip()
-            usable = self._usable[reading] = (not blank, not blank and has_content(reading))
-        not_blank, content = usable
-        if not not_blank:
-            return False
-        if not content and instruction.id != "detectable_format:json_format":
-            return False
-        return CHECKS[instruction.id](reading, instruction.kwargs)
+
+def _earns(reading: str, standing: int, instruction: Instruction) -> bool:
+    # No content, no credit, but for "JSON format" ("{}" is JSON); a blank reading earns nothing.
+    if standing != 2 and (standing == 0 or instruction.id != _JSON):
+        return False
+    return CHECKS[instruction.id](reading, instruction.kwargs)
 
 
 def follows(text: str, instructions: tuple[Instruction, ...], *, loose: bool = False,
@@ -77,12 +67,15 @@ def follows(text: str, instructions: tuple[Instruction, ...], *, loose: bool = F
     """For each instruction, whether ``text`` follows it (strict, or loose)."""
     if prompt.strip() and _squash(text) == _squash(prompt):
         return [False] * len(instructions)  # the prompt echoed back earns nothing
-    readings = _Readings(text, loose)
+    standing = _standing(text)
+    others: list[tuple[str, int]] | None = None  # the loose variants, made when first needed
     verdicts = []
     for instruction in instructions:
-        verdict = readings.earns(text, instruction)
+        verdict = _earns(text, standing, instruction)
         if not verdict and loose:
-            verdict = any(readings.earns(v, instruction) for v in readings.variants())
+            if others is None:
+                others = [(variant, _standing(variant)) for variant in loose_variants(text)[1:]]
+            verdict = any(_earns(variant, rank, instruction) for variant, rank in others)
         verdicts.append(verdict)
     return verdicts
 
