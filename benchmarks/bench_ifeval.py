@@ -192,6 +192,7 @@ def main() -> int:
             "lm-eval": lambda loose: _theirs(utils, rows, loose),
         }
         # Interleaved, best of each: a busy machine slows both alike, not one of them.
+        load_before = os.getloadavg()[0]
         for _ in range(args.repeats):
             for loose in (False, True):
                 for name, run in runs.items():
@@ -214,6 +215,7 @@ def main() -> int:
                     run(subset, True)
                     took[name] = min(took[name], time.perf_counter() - start)
             families[family] = (count, took["ours"], took["lm-eval"])
+        load_after = os.getloadavg()[0]
 
         agree: dict[str, Counter[str]] = defaultdict(Counter)
         causes: Counter[tuple[str, str, str]] = Counter()
@@ -267,6 +269,8 @@ def main() -> int:
     for family, (count, ours_s, theirs_s) in families.items():
         print(f"| {family} | {count} | {count / ours_s:,.0f} | {count / theirs_s:,.0f} | "
               f"{theirs_s / ours_s:.1f}x |")
+    print(f"\nload average (1 min): {load_before:.2f} before timing, {load_after:.2f} after, on "
+          f"{os.cpu_count()} CPUs")
     ok = not unexplained and ratio >= TARGET
     print(f"targets met: {ok}")
     return 0 if ok else 1
