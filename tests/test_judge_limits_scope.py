@@ -147,3 +147,25 @@ def test_the_shared_bucket_matches_the_in_process_one() -> None:
     # Refill is capped at the bucket's size; a debt (an estimate that was too low) is charged.
     level, wait = bucket_reserve(-2.0, 0.0, 100.0, 60.0, 1.0, 0.5)
     assert (level, wait) == (-0.5, 0.0)
+
+
+def test_a_reward_models_budget_is_shared_by_two_engines(server: CountingServer,
+                                                         tmp_path: Path) -> None:
+    from rewardsmith.judge import RewardModel
+
+    store = tmp_path / "rm.db"
+    done: dict[str, list[Status]] = {}
+
+    def score(prefix: str) -> None:
+        model = RewardModel("rm", {"base_url": server.base_url, "api": "openrlhf",
+                                   "store": str(store), "budget": {"max_calls": 3}})
+        with Engine(Rubric(model.components()), workers=0) as engine:
+            done[prefix] = [s.status for s in engine.score(rollouts(prefix, 16))]
+
+    threads = [threading.Thread(target=score, args=(p,)) for p in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert server.billed == 3  # one request per group of 4: 3 of the 8 groups were paid for
+    assert sum(s is Status.OK for statuses in done.values() for s in statuses) == 12
