@@ -134,7 +134,7 @@ def start_recording(store: Store, rubric: Rubric, rollouts: Sequence[Rollout], *
     keys = [key_of_content(text) for text in contents]
     run_id = store.begin_run(rollouts, kind=kind, rubric_name=rubric.name, rubric_id=rubric.id,
                              components=component_records(rubric), source=source, keys=keys,
-                             contents=contents)
+                             contents=contents, defer=True)
     return RunRecorder(store, run_id, rubric,
                        keys={id(r): k for r, k in zip(rollouts, keys, strict=True)})
 

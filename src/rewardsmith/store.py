@@ -24,6 +24,10 @@ Tables (all ``store_``):
 Results are keyed by integers, not by the 32-character keys: a run's rollouts get consecutive
 numbers, so its results are appended instead of scattered over the file (a batch's commit then
 writes a few pages, not one page per result).
+
+A score run records in bulk (``begin_run(defer=True)``): its rollouts and results go into
+``store_pending_*`` blocks, which the store settles into the tables above the first time
+something needs them (see ``rewardsmith.store_pending``).
 """
 
 from __future__ import annotations
@@ -44,7 +48,13 @@ from .gcpause import gc_paused
 from .process_identity import ProcessIdentity
 from .sqlite_setup import connect, ensure_schema, is_read_only_error, read_only_reason
 from .status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of
-from .types import ComponentResult, Rollout, Status, content_hash, key_of_content
+from .store_pending import (
+    PENDING_SCHEMA,
+    ROLLOUT_CHUNK,
+    pack_results,
+    unpack_results,
+)
+from .types import ComponentResult, Rollout, Status, content_hash, key_of_content, stable_json
 
 __all__ = [
     "DEFAULT_STORE_PATH",
@@ -56,7 +66,7 @@ __all__ = [
 ]
 
 DEFAULT_STORE_PATH = "rewardsmith.db"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _CHUNK = 900  # keys per IN (...) query: well under SQLite's variable limit
 _ITEM_CACHE = 2_000_000  # item numbers kept in memory (about 100 bytes each)
 _STATUS_CODES = STATUS_CODES
@@ -86,12 +96,17 @@ CREATE TABLE IF NOT EXISTS store_members (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS store_results (
     component INTEGER NOT NULL, item INTEGER NOT NULL, value REAL, status INTEGER NOT NULL,
-    error TEXT, metrics TEXT, recorded REAL NOT NULL, PRIMARY KEY (component, item)
+    error TEXT, metrics TEXT, recorded REAL NOT NULL, seconds REAL,
+    PRIMARY KEY (component, item)
 ) WITHOUT ROWID;
-"""
+""" + PENDING_SCHEMA
 # Schema 1 -> 2: who runs each run, so a dead run can be told from a running one.
+# Schema 2 -> 3: each result's call time (seconds), when recorded; pending blocks (new tables).
 _MIGRATIONS = {1: [f"ALTER TABLE store_runs ADD COLUMN {column}" for column in (
-    "pid INTEGER", "host TEXT", "boot_id TEXT", "process_start TEXT")]}
+    "pid INTEGER", "host TEXT", "boot_id TEXT", "process_start TEXT")],
+    2: ["ALTER TABLE store_results ADD COLUMN seconds REAL"]}
+_INSERT_RESULT = ("INSERT OR IGNORE INTO store_results (component, item, value, status, error, "
+                  "metrics, recorded, seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 _RUN_COLUMNS = 13  # store_runs columns before the process identity
 
 
@@ -179,6 +194,9 @@ class Store:
         self._component_ids: dict[str, int] = {}  # identity -> number (numbers never change)
         self._item_ids: dict[str, int] = {}  # key -> number, for the runs begun here
         self._open_runs: set[str] = set()  # begun here, not finished yet
+        self._deferred_run: str | None = None  # the run whose results go into pending blocks
+        self._pending_seq = 0
+        self._no_results = False  # nothing to look up (an empty store, while deferring)
         reason = read_only_reason(self.path)
         if read_only is None:
             read_only = reason is not None and Path(self.path).exists()
@@ -189,6 +207,7 @@ class Store:
         self._db = connect(self.path, what="store", timeout=timeout, read_only=read_only)
         try:
             self._setup()
+            self._settle()
         except BaseException:
             self._db.close()
             raise
@@ -331,8 +350,10 @@ class Store:
 
     def lookup_cells(self, component_id: str, keys: Sequence[str]) -> dict[str, StoredCell]:
         """Like ``lookup``, with ok results without metrics as bare floats (for bulk work)."""
-        unique = list(dict.fromkeys(keys))
         found: dict[str, StoredCell] = {}
+        if self._no_results:
+            return found
+        unique = list(dict.fromkeys(keys))
         with self._guard("lookup"):
             component = self._component(component_id, create=False)
             if component is None:
@@ -378,11 +399,25 @@ class Store:
                     found[key] = _cell(value, code, error, metrics)
 
     def record_cells(self, component_id: str, keys: Sequence[str],
-                     cells: Sequence[StoredCell], *, items: Sequence[int] | None = None) -> None:
+                     cells: Sequence[StoredCell], *, items: Sequence[int] | None = None,
+                     seconds: Sequence[float] | None = None) -> None:
         """Like ``record``, from parallel lists of keys and cells (a bare float is an ok
         result without metrics): the bulk path, with no object made per result. ``items``,
-        the keys' item numbers when the caller knows them, saves looking them up."""
+        the keys' item numbers when the caller knows them, saves looking them up;
+        ``seconds``, each call's time, is kept beside the result. While a run is deferred
+        (``begin_run(defer=True)``) the batch is kept as one pending block."""
         now = time.time()
+        if self._deferred_run is not None and items is None:
+            packed = pack_results(keys, cells, seconds)
+            if packed is None:
+                return
+            with self._guard("record"), self._write():
+                component = self._component(component_id, create=True)
+                self._pending_seq += 1
+                self._db.execute(
+                    "INSERT INTO store_pending_results VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (self._deferred_run, component, self._pending_seq, *packed, now))
+            return
         rows: list[tuple[int, float | None, int, str | None, str | None]] = []
         for position, cell in enumerate(cells):
             if type(cell) is float:
@@ -400,9 +435,11 @@ class Store:
             else:
                 numbers = [items[row[0]] for row in rows]
             self._db.executemany(
-                "INSERT OR IGNORE INTO store_results VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(component, number, value, code, error, metrics, now)
-                 for number, (_, value, code, error, metrics) in zip(numbers, rows)])
+                _INSERT_RESULT,
+                [(component, number, value, code, error, metrics, now,
+                  None if seconds is None else seconds[row[0]])
+                 for number, row in zip(numbers, rows)
+                 for _, value, code, error, metrics in (row,)])
 
     def record(self, component_id: str, results: Mapping[str, ComponentResult]) -> None:
         """Keep ``ok`` and ``masked`` results (one transaction); others are not reused.
@@ -428,9 +465,9 @@ class Store:
                 items = self._items(list(keyed))
                 numbered.update((items[k], r) for k, r in keyed.items())
             self._db.executemany(
-                "INSERT OR IGNORE INTO store_results VALUES (?, ?, ?, ?, ?, ?, ?)",
+                _INSERT_RESULT,
                 [(component, item, r.value, _CODE_OF[r.status], r.error,
-                  json.dumps(r.metrics) if r.metrics else None, now)
+                  json.dumps(r.metrics) if r.metrics else None, now, None)
                  for item, r in numbered.items()])
 
     def column(self, component_id: str, members: Members) -> list[StoredCell | None]:
@@ -474,16 +511,25 @@ class Store:
         source: str = "",
         keys: Sequence[str] | None = None,
         contents: Sequence[str] | None = None,
+        defer: bool = False,
     ) -> str:
         """Record a new run holding ``rollouts`` (in this order) and their content, in one
         transaction: after a crash the run is there in full, or not at all. ``contents`` and
         ``keys`` (each rollout's ``content_json`` and ``content_key``) are computed when not
-        given."""
+        given.
+
+        ``defer``: keep the run's rollouts, and the results recorded until it ends, as pending
+        blocks (fast to write; settled into the indexed tables when first needed)."""
         if contents is None:
             contents = [r.content_json() for r in rollouts]
         if keys is None:
             keys = [key_of_content(text) for text in contents]
         run_id = _new_run_id(kind)
+        if defer and not self.read_only:
+            self._begin_deferred(run_id, rollouts, keys, contents, kind=kind,
+                                 rubric_name=rubric_name, rubric_id=rubric_id,
+                                 components=components, source=source)
+            return run_id
         with self._guard("recording the run"):
             with self._write():
                 items = self._items(keys, contents)
@@ -497,6 +543,117 @@ class Store:
                 self._item_ids.clear()
             self._item_ids.update(items)  # the results of this run will need these numbers
         return run_id
+
+    def _begin_deferred(self, run_id: str, rollouts: Sequence[Rollout], keys: Sequence[str],
+                        contents: Sequence[str], *, kind: str, rubric_name: str,
+                        rubric_id: str, components: Sequence[Mapping[str, Any]],
+                        source: str) -> None:
+        with self._guard("recording the run"), self._write():
+            for start in range(0, len(rollouts), ROLLOUT_CHUNK):
+                chunk = rollouts[start:start + ROLLOUT_CHUNK]
+                self._db.execute(
+                    "INSERT INTO store_pending_rollouts VALUES (?, ?, ?, ?, ?, ?)",
+                    (run_id, start, json.dumps([r.id for r in chunk]),
+                     json.dumps([r.group for r in chunk]),
+                     json.dumps(list(keys[start:start + ROLLOUT_CHUNK])),
+                     "[" + ",".join(contents[start:start + ROLLOUT_CHUNK]) + "]"))
+            self._insert_run(run_id, kind, rubric_name, rubric_id, source, None, run_id,
+                             len(rollouts), components)
+            # Nothing stored yet (pending blocks were settled at open): no look-up can hit.
+            empty = self._db.execute("SELECT NOT EXISTS (SELECT 1 FROM store_results)"
+                                     ).fetchone()[0]
+        self._deferred_run = run_id
+        self._no_results = bool(empty)
+
+    def _run_ended(self, run_id: str) -> None:
+        self._open_runs.discard(run_id)
+        if self._deferred_run == run_id:
+            self._deferred_run = None
+            self._no_results = False
+
+    def _has_pending(self, run: str | None = None) -> bool:
+        if self.schema < 3 and self.read_only:
+            return False  # an older file opened read-only: it has no pending tables
+        where, args = ("WHERE run = ?", (run,)) if run is not None else ("", ())
+        query = (f"SELECT EXISTS (SELECT 1 FROM store_pending_rollouts {where}) OR "
+                 f"EXISTS (SELECT 1 FROM store_pending_results {where})")
+        with self._guard("reading the store"):
+            return bool(self._db.execute(query, args * 2).fetchone()[0])
+
+    def _settle_run(self, run: str) -> None:
+        """Settle before reading ``run``'s rollouts or results, if any are pending (a run of
+        this store's own, still being recorded, stops being deferred)."""
+        if self._has_pending(run):
+            if self._deferred_run == run:
+                self._deferred_run = None
+                self._no_results = False
+            self._settle()
+
+    def _settle(self) -> None:
+        """Spread every pending block (except those of the run being deferred here) into the
+        indexed tables, oldest run first. A read-only store settles through a second,
+        writable connection when the file allows it: settling changes no result."""
+        if not self._has_pending():
+            return
+        if not self.read_only:
+            self._settle_with(self._db)
+            return
+        if read_only_reason(self.path) is not None:
+            # The file cannot be written: settle a private copy in memory and read that.
+            memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            with self._guard("reading the store"):
+                self._db.backup(memory)
+            self._db.close()
+            self._db = memory
+            self.read_only = False
+            try:
+                self._settle_with(memory)
+            finally:
+                self.read_only = True
+            return
+        writable = connect(self.path, what="store", timeout=60.0)
+        saved, self._db = self._db, writable
+        try:
+            ensure_schema(writable, what="store", path=self.path, prefix="store",
+                          script=_SCHEMA, version=SCHEMA_VERSION, migrations=_MIGRATIONS)
+            self.read_only = False
+            self._settle_with(writable)
+        finally:
+            self.read_only = True
+            self._db = saved
+            writable.close()
+            self._item_ids.clear()
+
+    def _settle_with(self, db: sqlite3.Connection) -> None:
+        skip = self._deferred_run or ""
+        with self._guard("settling recorded runs"), self._write(), gc_paused():
+            rollout_blocks = db.execute(
+                "SELECT p.run, p.start, p.ids, p.groups, p.keys, p.contents "
+                "FROM store_pending_rollouts p LEFT JOIN store_runs r ON r.id = p.run "
+                "WHERE p.run != ? ORDER BY r.created, p.run, p.start", (skip,)).fetchall()
+            for run, start, ids, groups, keys, contents in rollout_blocks:
+                key_list: list[str] = json.loads(keys)
+                content_list = [stable_json(c) for c in json.loads(contents)]
+                items = self._items(key_list, content_list)
+                db.executemany(
+                    "INSERT OR IGNORE INTO store_members VALUES (?, ?, ?, ?, ?)",
+                    ((run, start + offset, rollout_id, group, items[key])
+                     for offset, (rollout_id, group, key) in enumerate(
+                         zip(json.loads(ids), json.loads(groups), key_list, strict=True))))
+                db.execute("DELETE FROM store_pending_rollouts WHERE run = ? AND start = ?",
+                           (run, start))
+            result_blocks = db.execute(
+                "SELECT p.run, p.component, p.seq, p.keys, p.vals, p.extra, p.seconds, "
+                "p.recorded FROM store_pending_results p LEFT JOIN store_runs r ON r.id = p.run "
+                "WHERE p.run != ? ORDER BY r.created, p.run, p.seq", (skip,)).fetchall()
+            for run, component, seq, keys, vals, extra, seconds, recorded in result_blocks:
+                rows = unpack_results(keys, vals, extra, seconds)
+                numbers = self._items([row[0] for row in rows])
+                db.executemany(_INSERT_RESULT, [
+                    (component, numbers[key], value, code, error, metrics, recorded, took)
+                    for key, value, code, error, metrics, took in rows])
+                db.execute("DELETE FROM store_pending_results WHERE run = ? AND component = ? "
+                           "AND seq = ?", (run, component, seq))
 
     def begin_derived_run(
         self,
@@ -533,7 +690,7 @@ class Store:
             self._db.execute(
                 "UPDATE store_runs SET status = 'done', finished = ?, summary = ? WHERE id = ?",
                 (time.time(), text, run_id))
-        self._open_runs.discard(run_id)
+        self._run_ended(run_id)
 
     def end_run(self, run_id: str, status: str) -> None:
         """Mark a run that did not finish: ``interrupted`` (stopped by the user) or
@@ -544,7 +701,7 @@ class Store:
             self._db.execute(
                 "UPDATE store_runs SET status = ?, finished = ? WHERE id = ? "
                 "AND status = 'running'", (status, time.time(), run_id))
-        self._open_runs.discard(run_id)
+        self._run_ended(run_id)
 
     def runs(self) -> list[RunInfo]:
         """Every recorded run, oldest first."""
@@ -581,6 +738,7 @@ class Store:
     def members(self, run_id: str) -> Members:
         """The run's rollouts in input order: ids, groups, content keys and item numbers."""
         owner = self.get_run(run_id).members
+        self._settle_run(owner)
         with self._guard("reading the run"):
             rows = self._db.execute(
                 "SELECT m.id, m.grp, i.key, m.item FROM store_members m "
@@ -594,6 +752,7 @@ class Store:
     def load_rollouts(self, run_id: str, positions: Sequence[int] | None = None) -> list[Rollout]:
         """The run's rollouts with their content (all, or those at ``positions``, in order)."""
         info = self.get_run(run_id)
+        self._settle_run(info.members)
         query = ("SELECT m.position, m.id, m.grp, i.data FROM store_members m "
                  "CROSS JOIN store_items i ON i.id = m.item WHERE m.run = ?")
         wanted = None if positions is None else sorted(set(positions))

@@ -114,6 +114,9 @@ def test_a_store_from_schema_1_is_migrated_and_its_runs_kept(tmp_path: Path) -> 
     with sqlite3.connect(path) as db:  # make it what version 1 wrote
         for column in ("pid", "host", "boot_id", "process_start"):
             db.execute(f"ALTER TABLE store_runs DROP COLUMN {column}")
+        db.execute("ALTER TABLE store_results DROP COLUMN seconds")
+        db.execute("DROP TABLE store_pending_rollouts")
+        db.execute("DROP TABLE store_pending_results")
         db.execute("UPDATE store_meta SET value = '1' WHERE key = 'schema'")
         db.execute("DELETE FROM store_meta WHERE key = 'status_encoding'")
     path.chmod(0o444)
