@@ -58,6 +58,8 @@ class PhaseResult:
     finished: int  # requests answered in the measured window
     errors: int
     seconds: float  # the measured window
+    answered: int = 0  # every request answered in the phase, in the window or not
+    client_cpu: float = 0.0  # CPU seconds the client processes spent in the phase
 
     @property
     def rate(self) -> float:
@@ -133,7 +135,9 @@ async def _client(post: Any, bodies: list[bytes], interval: float | None, stop_a
 
 
 async def _drive(url: str, clients: int, interval: float | None, seconds: float,
-                 budget: int, seed: int, kind: str) -> tuple[list[float], int, int, float]:
+                 budget: int, seed: int, kind: str
+                 ) -> tuple[list[float], int, int, float, int, float]:
+    cpu_started = time.process_time()
     bodies = [json.dumps(make_group(seed * 1000 + i)).encode() for i in range(64)]
     latencies: list[tuple[float, float]] = []
     errors = [0]
@@ -163,7 +167,8 @@ async def _drive(url: str, clients: int, interval: float | None, seconds: float,
     window_end = min(stop_at, time.perf_counter())
     steady = [latency for at, latency in latencies if window_start <= at < window_end]
     finished = sum(1 for at, latency in latencies if window_start <= at + latency < window_end)
-    return steady, finished, errors[0], max(1e-9, window_end - window_start)
+    return (steady, finished, errors[0], max(1e-9, window_end - window_start), len(latencies),
+            time.process_time() - cpu_started)
 
 
 def _client_process(url: str, clients: int, interval: float | None, seconds: float,
@@ -185,8 +190,8 @@ def run_phase(url: str, clients: int, processes: int, interval: float | None, se
         pipes.append(ours)
         procs.append(proc)
     latencies: list[float] = []
-    errors = finished = 0
-    window = 0.0
+    errors = finished = answered = 0
+    window = client_cpu = 0.0
     deadline = time.monotonic() + seconds + 60
     for ours, proc in zip(pipes, procs):
         while not ours.poll(0.2):
@@ -194,13 +199,15 @@ def run_phase(url: str, clients: int, processes: int, interval: float | None, se
                 for other in procs:
                     other.kill()
                 raise RuntimeError(f"client process {proc.pid} failed (exit {proc.exitcode})")
-        got, done, failed, seconds = ours.recv()
+        got, done, failed, seconds, count, cpu = ours.recv()
+        answered += count
+        client_cpu += cpu
         latencies.extend(got)
         finished += done
         errors += failed
         window = max(window, seconds)
         proc.join(10)
-    return PhaseResult(latencies, finished, errors, window)
+    return PhaseResult(latencies, finished, errors, window, answered, client_cpu)
 
 
 def start_server(workers: int | None, extra: list[str]) -> tuple[subprocess.Popen[str], str]:
@@ -226,6 +233,40 @@ def start_server(workers: int | None, extra: list[str]) -> tuple[subprocess.Pope
     stream = process.stderr
     threading.Thread(target=lambda: [None for _ in stream], daemon=True).start()
     return process, f"http://127.0.0.1:{port}"
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """CPU time (user + system) of process ``pid`` and of its live descendants (the reward
+    workers, under multiprocessing's fork server), from /proc; (nan, nan) where /proc cannot
+    tell. A worker that ended during the phase takes its time with it."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    def own(process: int) -> float:
+        with open(f"/proc/{process}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+
+    def children(process: int) -> list[int]:
+        found = []
+        for task in os.listdir(f"/proc/{process}/task"):
+            with open(f"/proc/{process}/task/{task}/children") as listed:
+                found += [int(child) for child in listed.read().split()]
+        return found
+
+    try:
+        server = own(pid)
+        workers = 0.0
+        pending = children(pid)
+        while pending:
+            child = pending.pop()
+            try:
+                workers += own(child)
+                pending += children(child)
+            except OSError:
+                pass  # it ended meanwhile
+        return server, workers
+    except OSError:
+        return float("nan"), float("nan")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -268,8 +309,10 @@ def main() -> None:
         interval = args.clients * GROUP_SIZE / args.rate
         target = run_phase(url, args.clients, args.client_processes, interval, args.seconds,
                            args.max_requests, args.client)
+        before = cpu_seconds(process.pid) if process is not None else None
         saturation = run_phase(url, args.clients, args.client_processes, None, args.seconds,
                                args.max_requests, args.client)
+        after = cpu_seconds(process.pid) if process is not None else None
     finally:
         if process is not None:
             process.send_signal(signal.SIGTERM)
@@ -287,6 +330,14 @@ def main() -> None:
     print(row("saturation (closed loop)", args.clients, saturation))
     sat_rate = saturation.rate
     p99 = percentile([v * 1000 for v in target.latencies], 0.99)
+    if before is not None and after is not None:
+        # Over the whole phase: every group answered in it.
+        groups = max(1, saturation.answered)
+        print(f"\nsaturation CPU per group of {GROUP_SIZE}: server process "
+              f"{(after[0] - before[0]) * 1000 / groups:.2f} ms, its reward workers "
+              f"{(after[1] - before[1]) * 1000 / groups:.2f} ms, the clients "
+              f"{saturation.client_cpu * 1000 / groups:.2f} ms; load average "
+              f"{os.getloadavg()[0]:.1f}")
     print(f"\nthroughput {sat_rate:,.0f} rollouts/s vs target {TARGET_ROLLOUTS_PER_S:,.0f} "
           f"({sat_rate / TARGET_ROLLOUTS_PER_S:.2f}x); p99 at the target rate {p99:.1f} ms vs "
           f"{TARGET_P99_MS:.0f} ms ({TARGET_P99_MS / p99:.2f}x headroom)")

@@ -29,6 +29,7 @@ from ..integrations.openrlhf import build_rollouts, to_reply
 from ..integrations.slime import MASKED_STATES, masked_reward, sample_state
 from ..types import Rollout, Status
 from ._config import ServerConfig
+from ._fast import fast_score_route
 from ._guard import Guard
 from ._metrics import CONTENT_TYPE, ServerMetrics
 from ._models import (
@@ -41,7 +42,7 @@ from ._models import (
     SlimeRequest,
 )
 from ._openapi import error_responses, state_limits, validation_reply
-from ._service import ScoringService, invalid, request_groups, with_advantages
+from ._service import ScoringService, advantage_settings, invalid, request_groups
 
 __all__ = ["build_app"]
 
@@ -87,20 +88,25 @@ def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
     metrics = ServerMetrics(engine.usage, lambda: service.in_flight)
     service = ScoringService(engine, config, metrics)
 
-    @app.post("/score", response_model=ScoreReply, responses=_POST_ERRORS,
-              summary="Score rollouts (flat or as whole groups), with GRPO advantages")
-    async def score(body: ScoreRequest) -> Response:
+    async def answer_score(body: ScoreRequest) -> dict[str, Any]:
         groups = request_groups(body, config.max_batch)
         size = sum(len(g) for g in groups)
-        scored = await service.admit(size, lambda: service.score_groups(groups))
-        flat = with_advantages(scored, body)
+        settings = advantage_settings(body)
+        scored = await service.admit(size, lambda: service.score_groups(groups, settings))
+        flat = [item for group in scored for item in group]
         counts = {s.value: 0 for s in Status}
         rows = []
         for item in flat:
             counts[item.status.value] += 1
             rows.append(item.to_dict())
-        return JSONResponse({"rubric": rubric.name, "rubric_id": rubric.id,
-                             "groups": len(scored), "counts": counts, "scores": rows})
+        return {"rubric": rubric.name, "rubric_id": rubric.id, "groups": len(scored),
+                "counts": counts, "scores": rows}
+
+    # Valid JSON bodies take the fast route (see _fast); the rest come here.
+    @app.post("/score", response_model=ScoreReply, responses=_POST_ERRORS,
+              summary="Score rollouts (flat or as whole groups), with GRPO advantages")
+    async def score(body: ScoreRequest) -> Response:
+        return JSONResponse(await answer_score(body))
 
     async def openrlhf(body: OpenRLHFRequest) -> Response:
         try:
@@ -165,7 +171,8 @@ def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     return Guard(app, token=config.token, max_body_bytes=config.max_body_bytes, metrics=metrics,
-                 routes=ROUTES, retry_after=config.retry_after), app
+                 routes=ROUTES, retry_after=config.retry_after,
+                 fast={"/score": fast_score_route(answer_score)}), app
 
 
 def _by_label(rollouts: list[Rollout]) -> list[list[Rollout]]:

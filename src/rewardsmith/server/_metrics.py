@@ -58,6 +58,12 @@ class ServerMetrics:
         self.rejected = Counter("rewardsmith_requests_rejected",
                                 "Requests refused before scoring, by reason", ["reason"],
                                 registry=self.registry)
+        self.engine_calls = Counter("rewardsmith_engine_calls",
+                                    "Engine calls made for requests (concurrent requests share "
+                                    "one)", registry=self.registry)
+        self.engine_call_requests = Counter("rewardsmith_engine_call_requests",
+                                            "Requests scored through those calls",
+                                            registry=self.registry)
         queue = Gauge("rewardsmith_rollouts_in_flight", "Rollouts accepted and not yet scored",
                       registry=self.registry)
         queue.set_function(lambda: float(in_flight()))
@@ -66,6 +72,10 @@ class ServerMetrics:
     def observe(self, route: str, method: str, code: int, seconds: float) -> None:
         self.requests.labels(route, method, str(code)).inc()
         self.latency.labels(route).observe(seconds)
+
+    def engine_call(self, requests: int) -> None:
+        self.engine_calls.inc()
+        self.engine_call_requests.inc(requests)
 
     def scored(self, scores: Sequence[Score]) -> None:
         counts: dict[str, int] = {}

@@ -7,8 +7,8 @@ event loop. The server's event loop only parses, awaits and answers.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Any, TypeVar, cast
 
 from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
@@ -17,12 +17,14 @@ from ..advantages import compute_advantages
 from ..engine import Engine
 from ..errors import AdvantageError, ConfigError
 from ..io import rollout_from_dict
-from ..types import Rollout, Score
+from ..types import Rollout, Score, content_hash
+from ._batching import GroupBatcher
 from ._config import ServerConfig
 from ._metrics import ServerMetrics
 from ._models import RolloutIn, ScoreRequest
 
-__all__ = ["ScoringService", "invalid", "request_groups"]
+__all__ = ["AdvantageSettings", "ScoringService", "advantage_settings", "fill_advantages",
+           "invalid", "request_groups"]
 
 T = TypeVar("T")
 
@@ -38,6 +40,10 @@ _GROUP_KEYS = ("group", "group_id", "prompt_id", "group_index")
 
 def _rollout(model: RolloutIn, default_id: str, where: list[str | int],
              group: str | None = None) -> Rollout:
+    if not model.__pydantic_extra__:
+        plain = _plain_rollout(model, default_id, group)
+        if plain is not None:
+            return plain
     data = model.model_dump(exclude_unset=True)
     if group is not None and not any(data.get(k) is not None for k in _GROUP_KEYS):
         data["group"] = group  # saves hashing the prompt for a label that is given
@@ -45,6 +51,32 @@ def _rollout(model: RolloutIn, default_id: str, where: list[str | int],
         return rollout_from_dict(data, default_id=default_id)
     except (ValueError, RecursionError) as exc:
         raise invalid(where, str(exc)) from None
+
+
+def _plain_rollout(model: RolloutIn, default_id: str, group: str | None) -> Rollout | None:
+    """The rollout ``rollout_from_dict`` makes of a model with no extra keys and text (not
+    chat messages) for prompt and completion, made from its fields directly; None otherwise.
+
+    Without extra keys no alias is in play (label, group_id, status...): each field is read
+    from the one place it can be, and unset fields hold their defaults (None).
+    """
+    completion = model.completion if "completion" in model.model_fields_set else model.response
+    prompt = model.prompt
+    if completion is None:
+        completion = ""
+    elif type(completion) is not str:
+        return None
+    if prompt is None:
+        prompt = ""
+    elif type(prompt) is not str:
+        return None
+    label = model.group if model.group is not None else group
+    truncated = model.truncated is True or model.finish_reason == "length"
+    return Rollout(id=default_id if model.id is None else str(model.id),
+                   group=content_hash(prompt, length=12) if label is None else str(label),
+                   prompt=prompt, completion=completion, answer=model.answer,
+                   metadata={} if model.metadata is None else model.metadata,
+                   truncated=truncated)
 
 
 def request_groups(body: ScoreRequest, max_batch: int) -> list[list[Rollout]]:
@@ -93,6 +125,10 @@ class ScoringService:
         self.metrics = metrics
         self.in_flight = 0  # rollouts admitted and not yet scored (the loop is single-threaded)
         self._work: set[asyncio.Future[Any]] = set()
+        # Concurrent requests share engine calls, a call per worker at a time (see _batching).
+        self.batcher = GroupBatcher(engine, parallel=max(1, engine.workers),
+                                    max_rollouts=max(config.max_batch, 4096),
+                                    finish=fill_advantages, on_call=metrics.engine_call)
 
     async def admit(self, size: int, work: Callable[[], Awaitable[T]]) -> T:
         """Run ``work`` for ``size`` rollouts: 429 when the queue is full, 504 past the timeout."""
@@ -128,27 +164,68 @@ class ScoringService:
         pending = list(self._work)
         for task in pending:
             task.cancel()
+        await self.batcher.abandon()
         await asyncio.gather(*pending, return_exceptions=True)
 
-    async def score_groups(self, groups: Sequence[Sequence[Rollout]]) -> list[list[Score]]:
-        results = await asyncio.gather(*(self.engine.ascore_group(g) for g in groups))
-        scores = [s for group in results for s in group]
-        self.metrics.scored(scores)
-        return list(results)
+    async def score_groups(self, groups: Sequence[Sequence[Rollout]],
+                           advantages: AdvantageSettings | None = None) -> list[list[Score]]:
+        """Score ``groups``; with ``advantages`` (method, trainer), fill each score's advantage
+        over its own group (422 when they cannot be computed)."""
+        results, failure = await self.batcher.score(groups, advantages)
+        self.metrics.scored([s for group in results for s in group])
+        if failure is not None:
+            raise failure
+        return results
 
 
-def with_advantages(groups: Sequence[Sequence[Score]], body: ScoreRequest) -> list[Score]:
-    """Flatten the groups; fill each score's advantage over its own group (not its label)."""
+# A request's advantage method and trainer.
+AdvantageSettings = tuple[str | None, str | None]
+
+
+def advantage_settings(body: ScoreRequest) -> AdvantageSettings | None:
+    return (body.method, body.trainer) if body.advantages else None
+
+
+def fill_advantages(requests: Sequence[Sequence[Sequence[Score]]],
+                    settings: Sequence[Hashable]) -> list[Exception | None]:
+    """Fill the advantages of several requests' scores (each request's groups with its
+    settings, or none when its settings are None); per request, the 422 that stopped them.
+
+    Requests with the same settings are computed in one call: every method and trainer the
+    server takes normalizes each group over that group alone, so the groups of other requests
+    beside it change nothing (and one call costs about what one request's did).
+    """
+    failures: list[Exception | None] = [None] * len(requests)
+    together: dict[Hashable, list[int]] = {}
+    for index, setting in enumerate(settings):
+        if setting is not None:
+            together.setdefault(setting, []).append(index)
+    for setting, members in together.items():
+        method, trainer = cast(AdvantageSettings, setting)
+        if len(members) > 1:
+            groups = [group for index in members for group in requests[index]]
+            try:
+                _advantages(groups, method, trainer)
+                continue
+            except RequestValidationError:
+                pass  # one of them cannot: each on its own, so only that one fails
+        for index in members:
+            try:
+                _advantages(requests[index], method, trainer)
+            except RequestValidationError as exc:
+                failures[index] = exc
+    return failures
+
+
+def _advantages(groups: Sequence[Sequence[Score]], method: str | None,
+                trainer: str | None) -> None:
     flat = [s for group in groups for s in group]
-    if not body.advantages:
-        return flat
     codes = [g for g, group in enumerate(groups) for _ in group]
     try:
-        values = compute_advantages([s.reward for s in flat], codes, method=body.method,
-                                    trainer=body.trainer, ids=[s.id for s in flat])
+        values = compute_advantages([s.reward for s in flat], codes, method=method,
+                                    trainer=trainer, ids=[s.id for s in flat])
     except (ConfigError, AdvantageError) as exc:
         raise invalid(["advantages"], f"{exc}; send advantages=false to get the scores alone"
                       ) from None
     for score, value in zip(flat, values):
         score.advantage = value
-    return flat
