@@ -91,7 +91,8 @@ def _check_params(params: Mapping[str, Any]) -> None:
 def ifeval(completion: str, answer: Any, prompt: str = "", loose: bool = False,
            mode: str = "fraction") -> dict[str, float]:
     """IFEval constraints from the answer (instruction_id_list + kwargs): share met, or all."""
-    _check_params({"mode": mode, "loose": loose})
+    if mode not in _MODES or not isinstance(loose, bool):
+        _check_params({"mode": mode, "loose": loose})
     instructions = parse_instructions(answer)
     verdicts = follows(completion, instructions, loose=loose, prompt=prompt or "")
     met = sum(verdicts)

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from .text import known_languages
 
@@ -120,8 +119,7 @@ KWARGS: dict[str, dict[str, Reader]] = {
 }
 
 
-@dataclass(frozen=True)
-class Instruction:
+class Instruction(NamedTuple):
     """One constraint: its IFEval id and its checked kwargs."""
 
     id: str
@@ -155,6 +153,8 @@ def _read_one(position: int, instruction_id: Any, raw: Any) -> Instruction:
     if takes is None:
         raise ValueError(f"ifeval: instruction {position}: unknown instruction id "
                          f"{instruction_id!r}")
+    if not takes and (raw is None or type(raw) is dict and not raw):
+        return Instruction(instruction_id, {})  # the common case of an instruction without kwargs
     if raw is None:
         raw = {}
     if type(raw) is not dict and not isinstance(raw, Mapping):
@@ -193,7 +193,7 @@ def _from_mapping(answer: Mapping[str, Any]) -> tuple[Instruction, ...]:
                          f"got {kwargs!r}")
     if len(kwargs) != len(ids):
         raise ValueError(f"ifeval: {len(ids)} instruction id(s) but {len(kwargs)} kwargs")
-    return tuple(_read_one(i, iid, raw) for i, (iid, raw) in enumerate(zip(ids, kwargs)))
+    return tuple([_read_one(i, iid, raw) for i, (iid, raw) in enumerate(zip(ids, kwargs))])
 
 
 @lru_cache(maxsize=4096)
