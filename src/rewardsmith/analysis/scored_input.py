@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..files import read_json_objects
+from ..gcpause import gc_paused
 from ..tabular import is_parquet, read_scores_parquet
 from ..types import Score, Status
 
@@ -103,12 +104,14 @@ def _score_of(data: Mapping[str, Any]) -> Score:
 def _read_jsonl(path: Path) -> list[ScoredLine]:
     out: list[ScoredLine] = []
     append = out.append
-    for number, data in read_json_objects(path):
-        try:
-            step = data.get("step")
-            append(ScoredLine(_score_of(data), None if step is None else _step(step), number))
-        except (ValueError, TypeError) as exc:
-            raise InputError(str(exc), source=str(path), line=number) from None
+    with gc_paused():  # a file's scores form no reference cycles: no collector passes
+        for number, data in read_json_objects(path):
+            try:
+                step = data.get("step")
+                append(ScoredLine(_score_of(data), None if step is None else _step(step),
+                                  number))
+            except (ValueError, TypeError) as exc:
+                raise InputError(str(exc), source=str(path), line=number) from None
     return out
 
 
