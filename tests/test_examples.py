@@ -35,9 +35,10 @@ def _run(script: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess
 
 def test_every_example_is_tested() -> None:
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(EXPECTED)
-    listed = (EXAMPLES / "README.md").read_text(encoding="utf-8")
-    for script in EXPECTED:
-        assert f"`{script}`" in listed, f"examples/README.md does not list {script}"
+    for page in (EXAMPLES / "README.md", ROOT / "docs" / "examples.md"):
+        listed = page.read_text(encoding="utf-8")
+        for script in EXPECTED:
+            assert f"`{script}`" in listed, f"{page.relative_to(ROOT)} does not list {script}"
 
 
 @pytest.mark.parametrize("script", sorted(EXPECTED))
