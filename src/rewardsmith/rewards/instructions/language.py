@@ -238,8 +238,8 @@ def _detector_class() -> Any:
                 return
             rows = np.array([row_of[gram] for gram in found], dtype=np.intp)  # in ``table``
             count, trials, size = len(self.langlist), self.n_trial, len(found)
-            divide, reduce, limit, converged = np.divide, np.multiply.reduce, _MAX_UPDATES_PAST_FIRST + 1, \
-                self.CONV_THRESHOLD
+            divide, reduce = np.divide, np.multiply.reduce
+            limit, converged = _MAX_UPDATES_PAST_FIRST + 1, self.CONV_THRESHOLD
             total = np.zeros(count)
             stream = _Stream()
             for trial in range(trials):
