@@ -201,6 +201,9 @@ def test_mlflow_attaches_to_the_callers_active_run(tmp_path: Path,
                 assert tracker.attached and tracker.run_id == active.info.run_id
                 tracker.log_scores(step_lines(1))
             assert mlflow.active_run() is not None  # still the trainer's to end
+            # A store of its own asks for a run of its own.
+            with MlflowTracker(tracking_uri=tmp_path / "elsewhere") as separate:
+                assert not separate.attached and separate.run_id != active.info.run_id
         metrics = mlflow.tracking.MlflowClient(uri).get_run(active.info.run_id).data.metrics
         assert metrics["loss"] == 1.5
         assert metrics["rewardsmith/reward/mean"] == score_stats(step_lines(1))["reward/mean"]

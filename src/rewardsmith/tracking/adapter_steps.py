@@ -77,6 +77,8 @@ class _Steps:
         for engine in {id(e): e for e in engines}.values():
             for client, counters in engine.usage().items():
                 last = self.seen.get((pid, id(engine), client), {})
+                if any(float(v) < last.get(k, 0.0) for k, v in counters.items()):
+                    last = {}  # counters went down: a new engine where a closed one was
                 grown = {k: float(v) - last.get(k, 0.0) for k, v in counters.items()}
                 self.seen[(pid, id(engine), client)] = {k: float(v) for k, v in counters.items()}
                 total = out.setdefault(client, {})

@@ -40,8 +40,9 @@ class MlflowTracker(TrackerBase):
     ``tracking_uri`` is a file store, which MLflow 3 accepts only with
     ``MLFLOW_ALLOW_FILE_STORE=true``: naming a directory asks for one, so that variable is set
     for this process unless it is set already. When ``attach`` is true and the caller has an
-    active run (``mlflow.active_run()``, as a trainer's MLflow callback starts), the metrics go
-    into that run under ``rewardsmith/`` and the run is left for its owner to end.
+    active run (``mlflow.active_run()``, as a trainer's MLflow callback starts) in the same
+    store (no ``tracking_uri``, or the caller's), the metrics go into that run under
+    ``rewardsmith/`` and the run is left for its owner to end.
     """
 
     name = "mlflow"
@@ -57,7 +58,7 @@ class MlflowTracker(TrackerBase):
         uri = tracking_uri_of(tracking_uri)
         if uri is not None and uri.startswith("file:"):
             os.environ.setdefault(_ALLOW_FILE_STORE, "true")
-        active = _active_run() if attach else None
+        active = _active_run(uri) if attach else None
         self.attached = active is not None
         self.prefix = "rewardsmith/" if self.attached else ""
         try:
@@ -97,7 +98,12 @@ class MlflowTracker(TrackerBase):
             self._client.set_terminated(self.run_id)
 
 
-def _active_run() -> Any:
+def _active_run(uri: str | None) -> Any:
+    """The caller's active run, when it lives where we were asked to log (anywhere, when no
+    URI was given); a URI of its own asks for a run of its own."""
     import mlflow
 
-    return mlflow.active_run()
+    active = mlflow.active_run()
+    if active is None or (uri is not None and uri != mlflow.get_tracking_uri()):
+        return None
+    return active
