@@ -8,8 +8,9 @@ a request starts its own call on the event loop's next turn, so nothing waits fo
 heavy load the queue fills while calls run and each call carries many requests.
 
 A call that is slow (a reward near its time limit, say) holds its place for ``patience`` seconds
-at most: after that the next call starts beside it, so one slow request does not hold up the
-others for longer than that.
+at most: after that the next call starts beside it, so one slow request holds up the requests
+that arrive after it for that long at most. The requests inside one call are answered together,
+when its last rollout is scored.
 
 Groups keep their boundaries, each request gets its own groups' scores in its own order, and the
 engine's limits (hard timeouts, memory, a crashed worker) apply to every call as before.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..engine import Engine
@@ -64,6 +66,10 @@ class GroupBatcher:
         self._running: set[asyncio.Task[None]] = set()
         self._fresh: set[asyncio.Task[None]] = set()  # running for less than ``patience``
         self._kick: asyncio.Handle | None = None
+        # Threads that wait on the engine for calls with group rewards or judges: a pool of
+        # their own, so calls held up by a slow judge never keep the loop's default pool (and
+        # the engine's shutdown, which runs there) waiting.
+        self._threads = ThreadPoolExecutor(32, thread_name_prefix="rewardsmith-calls")
 
     async def score(self, groups: Sequence[Sequence[Rollout]], tag: Hashable = None) -> Outcome:
         """The scores of ``groups`` (one list per group, in order) and what ``finish`` said of
@@ -139,8 +145,8 @@ class GroupBatcher:
             return [await self.engine.ascore_group(groups[0])]
         if not self._flat:
             # Group rewards or judges: the engine spreads whole groups over its workers.
-            return await asyncio.to_thread(lambda: list(self.engine.stream(groups,
-                                                                            coalesce=True)))
+            return await asyncio.get_running_loop().run_in_executor(
+                self._threads, lambda: list(self.engine.stream(groups, coalesce=True)))
         rollouts = [rollout for group in groups for rollout in group]
         if not rollouts:
             return [[] for _ in groups]
@@ -164,3 +170,5 @@ class GroupBatcher:
         for task in running:
             task.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+        # Threads still waiting end when the engine closes (it answers every caller).
+        self._threads.shutdown(wait=False)
