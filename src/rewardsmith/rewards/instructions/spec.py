@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from .text import known_languages
@@ -126,6 +127,10 @@ class Instruction(NamedTuple):
     kwargs: Mapping[str, Any]
 
 
+# The instructions that take no kwargs, made once (their kwargs a read-only empty mapping).
+_BARE = {iid: Instruction(iid, MappingProxyType({})) for iid, takes in KWARGS.items() if not takes}
+
+
 def _unwrap(answer: Any) -> Mapping[str, Any]:
     if isinstance(answer, (list, tuple)) and len(answer) == 1:
         answer = answer[0]
@@ -154,7 +159,7 @@ def _read_one(position: int, instruction_id: Any, raw: Any) -> Instruction:
         raise ValueError(f"ifeval: instruction {position}: unknown instruction id "
                          f"{instruction_id!r}")
     if not takes and (raw is None or type(raw) is dict and not raw):
-        return Instruction(instruction_id, {})  # the common case of an instruction without kwargs
+        return _BARE[instruction_id]  # the common case of an instruction without kwargs
     if raw is None:
         raw = {}
     if type(raw) is not dict and not isinstance(raw, Mapping):
@@ -207,6 +212,8 @@ def _from_json(text: str) -> tuple[Instruction, ...]:
 
 def parse_instructions(answer: Any) -> tuple[Instruction, ...]:
     """The checked constraints in ``answer``; ``ValueError`` naming what is wrong."""
+    if type(answer) is dict:
+        return _from_mapping(answer)
     if answer is None:
         raise ValueError("ifeval: the answer is missing; it must hold 'instruction_id_list' "
                          "and 'kwargs'")
