@@ -5,7 +5,10 @@
 setting runs in a fresh process (so CPU affinity applies to its worker processes too):
 
 - one core: the process and its workers pinned to one CPU, engine with default settings;
-- two workers: both CPUs, ``workers=2``.
+- two workers: both CPUs, ``workers=2``;
+- store on against off: the whole scoring job as ``rewardsmith score`` runs it (``ScoreJob``,
+  two workers, scored lines written), first score into a fresh store against ``--no-store``,
+  interleaved.
 
     python benchmarks/bench_engine.py [--rollouts 100000] [--repeat 5]
 """
@@ -87,6 +90,33 @@ def measure(mode: str, count: int, repeat: int) -> dict[str, float]:
     }
 
 
+def measure_store(count: int, repeat: int) -> dict[str, float]:
+    """A first score with the store on against the same job with no store, interleaved."""
+    import io
+    import tempfile
+
+    from rewardsmith import Component, Rubric, ScoreJob
+
+    rollouts = make_rollouts(count)
+    rubric = Rubric(
+        [Component("correct", "gsm8k", weight=1.0), Component("format", "marker", weight=0.2)]
+    )
+    best_off = best_on = float("inf")
+    with tempfile.TemporaryDirectory() as folder:
+        for attempt in range(repeat):
+            for store in (None, os.path.join(folder, f"store-{attempt}.db")):
+                job = ScoreJob(rubric, workers=2, store=store)
+                started = time.perf_counter()
+                job.run_rollouts(rollouts, io.StringIO())  # type: ignore[arg-type]
+                took = time.perf_counter() - started
+                if store is None:
+                    best_off = min(best_off, took)
+                else:
+                    best_on = min(best_on, took)
+    return {"off_per_s": count / best_off, "on_per_s": count / best_on,
+            "ratio": best_on / best_off}
+
+
 def _burn(n: int) -> float:
     started = time.perf_counter()
     total = 0
@@ -112,8 +142,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rollouts", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--mode", choices=["one-core", "two-workers"])
+    parser.add_argument("--mode", choices=["one-core", "two-workers", "store"])
     args = parser.parse_args()
+    if args.mode == "store":
+        print(json.dumps(measure_store(args.rollouts, args.repeat)))
+        return
     if args.mode:
         print(json.dumps(measure(args.mode, args.rollouts, args.repeat)))
         return
@@ -149,6 +182,13 @@ def main() -> None:
             f"| {mode} | {int(r['workers'])} | {r['loop_per_s']:,.0f} | {r['engine_per_s']:,.0f} "
             f"| {r['ratio']:.2f}x | >= {target}x |"
         )
+    done = subprocess.run([sys.executable, __file__, "--mode", "store", "--rollouts",
+                           str(args.rollouts), "--repeat", str(args.repeat)],
+                          capture_output=True, text=True, check=True)
+    store = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"\nfirst score, store on against --no-store (ScoreJob, 2 workers, best of "
+          f"{args.repeat}): {store['on_per_s']:,.0f} against {store['off_per_s']:,.0f} "
+          f"rollouts/s: {store['ratio']:.2f}x the time (target <= 1.25x)")
     ceiling = parallel_ceiling()
     print(f"\nparallel ceiling of this machine: two processes running pure Python side by side "
           f"finish {ceiling:.2f}x the work of one in the same time (2.00x on two full cores)")

@@ -207,7 +207,11 @@ def test_a_rescore_killed_with_sigkill_resumes_without_redoing_finished_work(
 
 
 def stored_results(db: Path, identity: str) -> int:
+    """Results of ``identity`` stored so far: rows, and cells in pending blocks."""
     with sqlite3.connect(db) as raw:
         row = raw.execute("SELECT count(*) FROM store_results r JOIN store_components c "
                           "ON c.id = r.component WHERE c.identity = ?", (identity,)).fetchone()
-    return int(row[0])
+        pending = raw.execute("SELECT coalesce(sum(length(p.vals)), 0) / 8 FROM "
+                              "store_pending_results p JOIN store_components c "
+                              "ON c.id = p.component WHERE c.identity = ?", (identity,)).fetchone()
+    return int(row[0]) + int(pending[0])

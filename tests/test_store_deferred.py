@@ -70,28 +70,45 @@ def test_a_deferred_run_reads_back_as_a_row_by_row_one(tmp_path: Path) -> None:
     rollouts = _rollouts(23)
     deferred = _record_run(tmp_path / "d.db", rollouts, defer=True)
     direct = _record_run(tmp_path / "r.db", rollouts, defer=False)
-    with sqlite3.connect(tmp_path / "d.db") as db:  # nothing indexed yet
+    with sqlite3.connect(tmp_path / "d.db") as db:  # nothing indexed: blocks only
         assert db.execute("SELECT count(*) FROM store_results").fetchone()[0] == 0
         assert db.execute("SELECT count(*) FROM store_pending_results").fetchone()[0] == 5
     assert _snapshot(tmp_path / "d.db", deferred) == _snapshot(tmp_path / "r.db", direct)
-    with sqlite3.connect(tmp_path / "d.db") as db:  # settled on open, blocks gone
+    with sqlite3.connect(tmp_path / "d.db") as db:  # read from the blocks, not settled
+        assert db.execute("SELECT count(*) FROM store_pending_results").fetchone()[0] == 5
+
+
+def test_too_many_pending_results_are_settled_into_the_tables(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rewardsmith import store as store_module
+
+    rollouts = _rollouts(23)
+    deferred = _record_run(tmp_path / "d.db", rollouts, defer=True)
+    direct = _record_run(tmp_path / "r.db", rollouts, defer=False)
+    monkeypatch.setattr(store_module, "_PENDING_IN_MEMORY", 0)
+    with Store(tmp_path / "d.db") as store:
+        store.lookup_cells("comp", ["nothing"])
+    with sqlite3.connect(tmp_path / "d.db") as db:
         assert db.execute("SELECT count(*) FROM store_pending_results").fetchone()[0] == 0
         assert db.execute("SELECT count(*) FROM store_pending_rollouts").fetchone()[0] == 0
         seconds = db.execute("SELECT seconds FROM store_results ORDER BY item").fetchall()
         assert seconds[0][0] == 0.0 and seconds[1][0] == pytest.approx(0.001)
+    assert _snapshot(tmp_path / "d.db", deferred) == _snapshot(tmp_path / "r.db", direct)
 
 
-def test_reading_its_own_run_while_deferring_settles_it(tmp_path: Path) -> None:
+def test_its_own_run_reads_back_while_deferring(tmp_path: Path) -> None:
     rollouts = _rollouts(6)
     with Store(tmp_path / "s.db") as store:
         run = store.begin_run(rollouts, defer=True)
         keys = [r.content_key() for r in rollouts]
         store.record_cells("comp", keys[:3], [1.0, 2.0, 3.0])
-        assert store.lookup_cells("comp", keys) == {}  # pending: not looked up meanwhile
-        assert store.column("comp", store.members(run))[:3] == [1.0, 2.0, 3.0]
-        store.record_cells("comp", keys[3:], [4.0, 5.0, 6.0])  # now recorded row by row
-        assert store.lookup_cells("comp", keys[3:]) == dict(zip(keys[3:], [4.0, 5.0, 6.0]))
+        assert store.lookup_cells("comp", keys) == {}  # its own blocks: not looked up
         assert [r.id for r in store.load_rollouts(run)] == [r.id for r in rollouts]
+        store.finish_run(run)
+        assert store.lookup_cells("comp", keys) == dict(zip(keys[:3], [1.0, 2.0, 3.0]))
+        assert store.column("comp", store.members(run)) == [1.0, 2.0, 3.0, None, None, None]
+        positions = [r.id for r in store.load_rollouts(run, [5, 1, 1])]
+        assert positions == ["r1", "r5"]
 
 
 def test_a_killed_deferred_run_is_settled_and_reused_by_the_next_open(tmp_path: Path) -> None:
@@ -116,7 +133,7 @@ def test_a_killed_deferred_run_is_settled_and_reused_by_the_next_open(tmp_path: 
         assert sorted(found.values()) == [1.0] * 4
 
 
-def test_a_read_only_file_with_pending_blocks_is_read_from_a_settled_copy(
+def test_a_read_only_file_with_pending_blocks_is_read_as_it_is(
         tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     run = _record_run(path, _rollouts(9), defer=True)
@@ -134,11 +151,24 @@ def test_a_read_only_file_with_pending_blocks_is_read_from_a_settled_copy(
     assert path.read_bytes() == before
 
 
-def test_opening_for_reading_settles_a_writable_file(tmp_path: Path) -> None:
+def test_a_store_opened_for_reading_reads_pending_blocks(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     run = _record_run(path, _rollouts(9), defer=True)
     with Store(path, read_only=True) as store:
         assert store.read_only and len(store.members(run)) == 9
         assert store.column("comp", store.members(run))[4] == 0.25
-    with sqlite3.connect(path) as db:
-        assert db.execute("SELECT count(*) FROM store_pending_results").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("text", ["", "plain", "é ü 日本", "quote \" back \\ slash", "\n\t\r\x00\x1f",
+                                  "\u2028\u2029", "\ud800 lone surrogate", "emoji 🎉", "</script>"])
+def test_the_fast_content_json_is_the_stable_encoders_text(text: str) -> None:
+    from rewardsmith.types import stable_json
+
+    for truncated in (True, False):
+        rollout = Rollout("i", "g", text, text[::-1], text + "!", {}, truncated)
+        assert rollout.content_json() == stable_json(
+            [rollout.prompt, rollout.completion, rollout.answer, {}, truncated])
+    # Anything else takes the encoder's own path.
+    odd = Rollout("i", "g", [{"role": "user", "content": text}], text, 3, {"b": 1, "a": 2}, True)
+    assert odd.content_json() == stable_json([odd.prompt, odd.completion, 3,
+                                              {"a": 2, "b": 1}, True])

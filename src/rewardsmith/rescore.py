@@ -149,7 +149,8 @@ def rescore(
         return RescoreResult(plan, None, seconds=time.perf_counter() - started, dry_run=True)
 
     run_id = store.begin_derived_run(source.id, kind="rescore", rubric_name=rubric.name,
-                                     rubric_id=rubric.id, components=component_records(rubric))
+                                     rubric_id=rubric.id, components=component_records(rubric),
+                                     defer=True)
     scores: list[Score | None] = [None] * len(members)
     todo_set = set(todo)
     cached_groups = [g for i, g in enumerate(groups) if i not in todo_set]
@@ -370,7 +371,7 @@ def _score_missing(store: Store, rubric: Rubric, source_run: str, run_id: str,
     recorder = RunRecorder(store, run_id, rubric)
     total = len(scores)
     with Engine(rubric, workers=engine_workers, max_concurrency=max_concurrency,
-                cache=_KnownResults(store, known, {members.keys[p]: members.items[p] for p in flat}),
+                cache=_KnownResults(store, known, _item_numbers(members, flat)),
                 store_path=store.path) as engine:
         engine.content_key = lambda rollout: key_of_rollout[id(rollout)]
         engine.check()
@@ -385,6 +386,14 @@ def _score_missing(store: Store, rubric: Rubric, source_run: str, run_id: str,
                 progress(done, total)
         recorder.flush()
         return engine.calls, engine.usage()
+
+
+def _item_numbers(members: Members, positions: Sequence[int]) -> dict[str, int]:
+    """Content key -> item number, for a run in the store's tables (none for one still in
+    pending blocks: results are then recorded by key)."""
+    if len(members.items) != len(members.keys):
+        return {}
+    return {members.keys[p]: members.items[p] for p in positions}
 
 
 def _write(output: str | Path | IO[str], scores: list[Score]) -> None:

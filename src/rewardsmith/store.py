@@ -68,6 +68,9 @@ __all__ = [
 DEFAULT_STORE_PATH = "rewardsmith.db"
 SCHEMA_VERSION = 3
 _CHUNK = 900  # keys per IN (...) query: well under SQLite's variable limit
+# Pending results read into memory for look-ups (about 150 bytes each); past this many the
+# store settles them into its tables instead.
+_PENDING_IN_MEMORY = 2_000_000
 _ITEM_CACHE = 2_000_000  # item numbers kept in memory (about 100 bytes each)
 _STATUS_CODES = STATUS_CODES
 _CODE_OF = {status: code_of(status) for status in STATUS_CODES}
@@ -197,6 +200,9 @@ class Store:
         self._deferred_run: str | None = None  # the run whose results go into pending blocks
         self._pending_seq = 0
         self._no_results = False  # nothing to look up (an empty store, while deferring)
+        # Results in pending blocks, by component number and key: read once, when a look-up
+        # first needs them (see _pending_cells).
+        self._pending_index: dict[int, dict[str, StoredCell]] | None = None
         reason = read_only_reason(self.path)
         if read_only is None:
             read_only = reason is not None and Path(self.path).exists()
@@ -207,7 +213,6 @@ class Store:
         self._db = connect(self.path, what="store", timeout=timeout, read_only=read_only)
         try:
             self._setup()
-            self._settle()
         except BaseException:
             self._db.close()
             raise
@@ -378,7 +383,39 @@ class Store:
                     f"WHERE i.key IN ({','.join('?' * len(chunk))})", (component, *chunk))
                 for key, value, code, error, metrics in rows:
                     found[key] = _cell(value, code, error, metrics)
+            pending = self._pending_cells(component)
+            if pending:
+                for key in unique:
+                    if key not in found:
+                        cell = pending.get(key)
+                        if cell is not None:
+                            found[key] = cell
         return found
+
+    def _pending_cells(self, component: int) -> dict[str, StoredCell]:
+        """Results of ``component`` held in pending blocks (not this store's own deferred
+        run's), by key; the first recorded for a key wins, as in the indexed table."""
+        if self._pending_index is None:
+            index: dict[int, dict[str, StoredCell]] = {}
+            if self._has_pending():
+                cells = self._db.execute("SELECT coalesce(sum(length(vals)), 0) / 8 FROM "
+                                         "store_pending_results").fetchone()[0]
+                if cells > _PENDING_IN_MEMORY and not self.read_only:
+                    self._settle()  # too many to hold: spread them into the tables once
+                else:
+                    rows = self._db.execute(
+                        "SELECT p.component, p.keys, p.vals, p.extra FROM store_pending_results "
+                        "p LEFT JOIN store_runs r ON r.id = p.run WHERE p.run != ? "
+                        "ORDER BY r.created, p.run, p.seq", (self._deferred_run or "",))
+                    with gc_paused():
+                        for number, keys, vals, extra in rows:
+                            known = index.setdefault(number, {})
+                            for key, value, code, error, metrics, _ in unpack_results(
+                                    keys, vals, extra, None):
+                                if key not in known:
+                                    known[key] = _cell(value, code, error, metrics)
+            self._pending_index = index
+        return self._pending_index.get(component, {})
 
     def _lookup_numbered(self, component: int, numbered: Mapping[int, str],
                          found: dict[str, StoredCell]) -> None:
@@ -407,7 +444,7 @@ class Store:
         ``seconds``, each call's time, is kept beside the result. While a run is deferred
         (``begin_run(defer=True)``) the batch is kept as one pending block."""
         now = time.time()
-        if self._deferred_run is not None and items is None:
+        if self._deferred_run is not None:
             packed = pack_results(keys, cells, seconds)
             if packed is None:
                 return
@@ -474,6 +511,9 @@ class Store:
         """A component's stored results for a run's rollouts, by position (None: not stored):
         the bulk path of a rescore, with no Python work per missing result."""
         column: list[StoredCell | None] = [None] * len(members)
+        if len(members.items) != len(members.keys):  # a run still in pending blocks
+            found = self.lookup_cells(component_id, members.keys)
+            return [found.get(key) for key in members.keys]
         with self._guard("lookup"):
             component = self._component(component_id, create=False)
             if component is None or not members.items:
@@ -559,9 +599,10 @@ class Store:
                      "[" + ",".join(contents[start:start + ROLLOUT_CHUNK]) + "]"))
             self._insert_run(run_id, kind, rubric_name, rubric_id, source, None, run_id,
                              len(rollouts), components)
-            # Nothing stored yet (pending blocks were settled at open): no look-up can hit.
-            empty = self._db.execute("SELECT NOT EXISTS (SELECT 1 FROM store_results)"
-                                     ).fetchone()[0]
+            # Nothing stored yet: no look-up can hit while this run records.
+            empty = self._db.execute(
+                "SELECT NOT EXISTS (SELECT 1 FROM store_results) AND NOT EXISTS "
+                "(SELECT 1 FROM store_pending_results WHERE run != ?)", (run_id,)).fetchone()[0]
         self._deferred_run = run_id
         self._no_results = bool(empty)
 
@@ -570,6 +611,7 @@ class Store:
         if self._deferred_run == run_id:
             self._deferred_run = None
             self._no_results = False
+            self._pending_index = None  # its results are now looked up like any others
 
     def _has_pending(self, run: str | None = None) -> bool:
         if self.schema < 3 and self.read_only:
@@ -580,37 +622,27 @@ class Store:
         with self._guard("reading the store"):
             return bool(self._db.execute(query, args * 2).fetchone()[0])
 
-    def _settle_run(self, run: str) -> None:
-        """Settle before reading ``run``'s rollouts or results, if any are pending (a run of
-        this store's own, still being recorded, stops being deferred)."""
-        if self._has_pending(run):
-            if self._deferred_run == run:
-                self._deferred_run = None
-                self._no_results = False
-            self._settle()
+    def _pending_rollouts(self, run: str) -> list[tuple[int, str, str, str, str]]:
+        """The pending blocks of ``run``'s rollouts, in order (empty when it has none)."""
+        if self.schema < 3 and self.read_only:
+            return []
+        with self._guard("reading the run"):
+            return self._db.execute(
+                "SELECT start, ids, groups, keys, contents FROM store_pending_rollouts "
+                "WHERE run = ? ORDER BY start", (run,)).fetchall()
 
     def _settle(self) -> None:
         """Spread every pending block (except those of the run being deferred here) into the
-        indexed tables, oldest run first. A read-only store settles through a second,
-        writable connection when the file allows it: settling changes no result."""
+        indexed tables, oldest run first: for a store whose pending results are too many to
+        read into memory. A store opened read-only settles through a second, writable
+        connection when the file allows it (settling changes no result)."""
         if not self._has_pending():
             return
         if not self.read_only:
             self._settle_with(self._db)
             return
         if read_only_reason(self.path) is not None:
-            # The file cannot be written: settle a private copy in memory and read that.
-            memory = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-            with self._guard("reading the store"):
-                self._db.backup(memory)
-            self._db.close()
-            self._db = memory
-            self.read_only = False
-            try:
-                self._settle_with(memory)
-            finally:
-                self.read_only = True
-            return
+            return  # the file cannot be written: read the blocks as they are
         writable = connect(self.path, what="store", timeout=60.0)
         saved, self._db = self._db, writable
         try:
@@ -663,13 +695,17 @@ class Store:
         rubric_name: str = "",
         rubric_id: str = "",
         components: Sequence[Mapping[str, Any]] = (),
+        defer: bool = False,
     ) -> str:
-        """Record a new run over the same rollouts as ``parent`` (nothing is copied)."""
+        """Record a new run over the same rollouts as ``parent`` (nothing is copied);
+        ``defer``: its results go into pending blocks until it ends (see ``begin_run``)."""
         base = self.get_run(parent)
         run_id = _new_run_id(kind)
         with self._guard("recording the run"), self._write():
             self._insert_run(run_id, kind, rubric_name, rubric_id, base.source, base.id,
                              base.members, base.size, components)
+        if defer and not self.read_only:
+            self._deferred_run = run_id
         return run_id
 
     def _insert_run(self, run_id: str, kind: str, rubric_name: str, rubric_id: str, source: str,
@@ -738,7 +774,16 @@ class Store:
     def members(self, run_id: str) -> Members:
         """The run's rollouts in input order: ids, groups, content keys and item numbers."""
         owner = self.get_run(run_id).members
-        self._settle_run(owner)
+        blocks = self._pending_rollouts(owner)
+        if blocks:  # recorded in bulk: its order, ids and keys are in the blocks (no numbers)
+            ids: list[str] = []
+            groups: list[str] = []
+            keys: list[str] = []
+            for _, block_ids, block_groups, block_keys, _ in blocks:
+                ids.extend(json.loads(block_ids))
+                groups.extend(json.loads(block_groups))
+                keys.extend(json.loads(block_keys))
+            return Members(owner, ids, groups, keys, [])
         with self._guard("reading the run"):
             rows = self._db.execute(
                 "SELECT m.id, m.grp, i.key, m.item FROM store_members m "
@@ -752,7 +797,9 @@ class Store:
     def load_rollouts(self, run_id: str, positions: Sequence[int] | None = None) -> list[Rollout]:
         """The run's rollouts with their content (all, or those at ``positions``, in order)."""
         info = self.get_run(run_id)
-        self._settle_run(info.members)
+        blocks = self._pending_rollouts(info.members)
+        if blocks:
+            return _rollouts_of_blocks(blocks, positions)
         query = ("SELECT m.position, m.id, m.grp, i.data FROM store_members m "
                  "CROSS JOIN store_items i ON i.id = m.item WHERE m.run = ?")
         wanted = None if positions is None else sorted(set(positions))
@@ -802,3 +849,23 @@ def _run_info(row: tuple[Any, ...]) -> RunInfo:
     return RunInfo(run_id, kind, created, finished, status, rubric_name, rubric_id, source,
                    parent, members, size, json.loads(components or "[]"),
                    json.loads(summary) if summary else None, pid, host)
+
+
+def _rollouts_of_blocks(blocks: Sequence[tuple[int, str, str, str, str]],
+                        positions: Sequence[int] | None) -> list[Rollout]:
+    """Rollouts from a run's pending blocks (all, or those at ``positions``, in order)."""
+    wanted = None if positions is None else sorted(set(positions))
+    out: list[Rollout] = []
+    with gc_paused():
+        for start, ids, groups, _, contents in blocks:
+            block_ids: list[str] = json.loads(ids)
+            end = start + len(block_ids)
+            if wanted is not None and not any(start <= p < end for p in wanted):
+                continue
+            block_groups: list[str] = json.loads(groups)
+            block_contents: list[list[Any]] = json.loads(contents)
+            offsets = (range(len(block_ids)) if wanted is None
+                       else [p - start for p in wanted if start <= p < end])
+            out.extend(Rollout(block_ids[i], block_groups[i], *block_contents[i])
+                       for i in offsets)
+    return out

@@ -7,6 +7,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from enum import Enum
+from json.encoder import encode_basestring
 from typing import Any
 
 __all__ = [
@@ -78,6 +79,8 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
+_escape = encode_basestring  # JSON string escaping, non-ASCII kept (as ensure_ascii=False)
+
 # One encoder, built once: json.dumps with options builds a new one on every call.
 _STABLE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
@@ -140,8 +143,14 @@ class Rollout:
 
     def content_json(self) -> str:
         """Everything a reward can see (not ``id``), as stable JSON: what the store keeps."""
-        return stable_json([self.prompt, self.completion, self.answer, self.metadata,
-                            self.truncated])
+        prompt, completion, answer = self.prompt, self.completion, self.answer
+        if (type(prompt) is str and type(completion) is str and type(answer) is str
+                and not self.metadata and type(self.truncated) is bool):
+            # The common case, spelled out: the same text the encoder makes (it escapes
+            # strings with this very function), in a third less time.
+            return (f"[{_escape(prompt)},{_escape(completion)},{_escape(answer)},{{}},"
+                    f"{'true' if self.truncated else 'false'}]")
+        return stable_json([prompt, completion, answer, self.metadata, self.truncated])
 
     def content_key(self) -> str:
         """A hash of everything a reward can see (not ``id``): equal content, equal key."""
