@@ -51,6 +51,7 @@ from .status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of
 from .store_pending import (
     PENDING_SCHEMA,
     ROLLOUT_CHUNK,
+    cells_of_block,
     pack_results,
     unpack_results,
 )
@@ -203,6 +204,7 @@ class Store:
         # Results in pending blocks, by component number and key: read once, when a look-up
         # first needs them (see _pending_cells).
         self._pending_index: dict[int, dict[str, StoredCell]] | None = None
+        self._no_pending = False
         reason = read_only_reason(self.path)
         if read_only is None:
             read_only = reason is not None and Path(self.path).exists()
@@ -394,28 +396,36 @@ class Store:
 
     def _pending_cells(self, component: int) -> dict[str, StoredCell]:
         """Results of ``component`` held in pending blocks (not this store's own deferred
-        run's), by key; the first recorded for a key wins, as in the indexed table."""
+        run's), by key, read once per component; the first recorded for a key wins, as in
+        the indexed table."""
         if self._pending_index is None:
-            index: dict[int, dict[str, StoredCell]] = {}
+            self._pending_index = {}
             if self._has_pending():
                 cells = self._db.execute("SELECT coalesce(sum(length(vals)), 0) / 8 FROM "
                                          "store_pending_results").fetchone()[0]
                 if cells > _PENDING_IN_MEMORY and not self.read_only:
                     self._settle()  # too many to hold: spread them into the tables once
-                else:
-                    rows = self._db.execute(
-                        "SELECT p.component, p.keys, p.vals, p.extra FROM store_pending_results "
-                        "p LEFT JOIN store_runs r ON r.id = p.run WHERE p.run != ? "
-                        "ORDER BY r.created, p.run, p.seq", (self._deferred_run or "",))
-                    with gc_paused():
-                        for number, keys, vals, extra in rows:
-                            known = index.setdefault(number, {})
-                            for key, value, code, error, metrics, _ in unpack_results(
-                                    keys, vals, extra, None):
-                                if key not in known:
-                                    known[key] = _cell(value, code, error, metrics)
-            self._pending_index = index
-        return self._pending_index.get(component, {})
+            else:
+                self._pending_index = {}
+                self._no_pending = True
+        if self._no_pending:
+            return {}
+        known = self._pending_index.get(component)
+        if known is None:
+            known = self._pending_index[component] = {}
+            rows = self._db.execute(
+                "SELECT p.keys, p.vals, p.extra FROM store_pending_results p "
+                "LEFT JOIN store_runs r ON r.id = p.run WHERE p.component = ? AND p.run != ? "
+                "ORDER BY r.created, p.run, p.seq", (component, self._deferred_run or ""))
+            with gc_paused():
+                for keys, vals, extra in rows:
+                    block = cells_of_block(keys, vals, extra)
+                    if known:
+                        for key, cell in block.items():
+                            known.setdefault(key, cell)
+                    else:
+                        known.update(block)
+        return known
 
     def _lookup_numbered(self, component: int, numbered: Mapping[int, str],
                          found: dict[str, StoredCell]) -> None:
@@ -612,6 +622,7 @@ class Store:
             self._deferred_run = None
             self._no_results = False
             self._pending_index = None  # its results are now looked up like any others
+            self._no_pending = False
 
     def _has_pending(self, run: str | None = None) -> bool:
         if self.schema < 3 and self.read_only:

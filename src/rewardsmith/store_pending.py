@@ -23,7 +23,8 @@ from typing import Any
 from .status_codes import STATUS_CODES, code_of
 from .types import ComponentResult, Status
 
-__all__ = ["PENDING_SCHEMA", "ROLLOUT_CHUNK", "PackedResults", "pack_results", "unpack_results"]
+__all__ = ["PENDING_SCHEMA", "ROLLOUT_CHUNK", "PackedResults", "cells_of_block", "pack_results",
+           "unpack_results"]
 
 ROLLOUT_CHUNK = 8192  # rollouts per pending row
 
@@ -102,3 +103,26 @@ def unpack_results(keys_text: str, values_blob: bytes, extra_text: str | None,
             rows.append((key, value, int(code), error,
                          json.dumps(metrics) if metrics else None, took))
     return rows
+
+
+def cells_of_block(keys_text: str, values_blob: bytes,
+                   extra_text: str | None) -> dict[str, float | ComponentResult]:
+    """A block as the store's cells by key (a bare float for a plain ok result), built at C
+    speed when the block holds plain floats only; the first of a repeated key wins."""
+    keys: list[str] = json.loads(keys_text)
+    values = array("d")
+    values.frombytes(values_blob)
+    if not extra_text and len(set(keys)) == len(keys):
+        return dict(zip(keys, values.tolist()))
+    cells: dict[str, float | ComponentResult] = {}
+    for key, value, code, error, metrics, _ in unpack_results(keys_text, values_blob,
+                                                              extra_text, None):
+        if key in cells:
+            continue
+        if code == 0 and error is None and metrics is None and value is not None:
+            cells[key] = float(value)
+        else:
+            cells[key] = ComponentResult(None if value is None else float(value),
+                                         STATUS_CODES[code], error,
+                                         json.loads(metrics) if metrics else {})
+    return cells
