@@ -457,8 +457,8 @@ def _component_from_config(name: str, config: Any, source: str) -> list[Componen
     if not isinstance(config, Mapping):
         raise RubricError(f"{where}: expected a mapping such as {{reward: gsm8k, weight: 1.0}}, "
                           f"got {type(config).__name__}")
-    if "judge" in config and "judge" not in _COMPONENT_KINDS:
-        from . import judge as _judge  # noqa: F401  (registers the ``judge:`` kind)
+    if any(kind in config and kind not in _COMPONENT_KINDS for kind in ("judge", "reward_model")):
+        from . import judge as _judge  # noqa: F401  (registers ``judge:`` and ``reward_model:``)
     for key, factory in _COMPONENT_KINDS.items():
         if key in config:
             if "reward" in config:
