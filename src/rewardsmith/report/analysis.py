@@ -19,6 +19,7 @@ from .scored import STATUSES, Floats, ScoredColumns
 __all__ = [
     "BINS",
     "AdvantageStats",
+    "ComponentLatency",
     "Distribution",
     "GroupIndex",
     "GroupStats",
@@ -33,6 +34,7 @@ __all__ = [
     "latency",
     "nearest_rank",
     "status_counts",
+    "zero_variance_flags",
 ]
 
 BINS = 40  # bars of a histogram of a continuous value

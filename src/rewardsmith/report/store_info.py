@@ -20,7 +20,7 @@ from ..types import Rollout
 from .analysis import nearest_rank
 from .scored import ScoredColumns
 
-__all__ = ["JudgeRow", "StoreFacts", "read_store_facts", "rollout_texts"]
+__all__ = ["JudgeRow", "StoreFacts", "read_store_facts", "rollout_texts", "spec_text"]
 
 
 @dataclass(frozen=True)
