@@ -25,7 +25,7 @@ import random
 import re
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -35,6 +35,7 @@ _SEED = 0
 _MAX_UPDATES_PAST_FIRST = 1000  # langdetect's ITERATION_LIMIT
 _BLOCK = 96  # picks drawn at a time: 1 + 5 * 19 updates, what most trials need
 _SPACES = re.compile(" {2,}")
+_T = TypeVar("_T")
 _LATIN = re.compile("[A-z]")  # langdetect's 'A' <= ch <= 'z', punctuation between included
 _NON_LATIN = re.compile("[\u0300-\u1dff\u1f00-\U0010ffff]")
 
@@ -146,30 +147,34 @@ class _NormalTable(dict[int, str]):
         return char
 
 
-def _known_grams(normalized: str, known: Mapping[str, Any]) -> list[str]:
-    """The known n-grams langdetect takes from ``normalized`` text, in its order.
+def _known_grams(normalized: str, index: Mapping[str, _T]) -> list[_T]:
+    """What ``index`` holds for each n-gram langdetect takes from ``normalized`` text and finds
+    in its profiles (``index``'s keys), in langdetect's order.
 
     langdetect's n-gram buffer starts over after each space, so runs of spaces count as one
     and the text starts after a space. At each character it takes the 1-, 2- and 3-gram ending
     there (the 3-gram only once the buffer holds three characters), none where the character
     and the one before are both capitals (its capital-word rule).
     """
-    found: list[str] = []
-    add = found.append
+    found: list[_T] = []
+    add, get = found.append, index.get
     before2, before = "", " "
     for char in _SPACES.sub(" ", " " + normalized)[1:]:
         if char.isupper() and before.isupper():
             before2, before = before, char
             continue
-        if char != " " and char in known:
-            add(char)
+        if char != " ":
+            value = get(char)
+            if value is not None:
+                add(value)
         pair = before + char
-        if pair in known:
-            add(pair)
+        value = get(pair)
+        if value is not None:
+            add(value)
         if before != " ":
-            triple = before2 + pair
-            if triple in known:
-                add(triple)
+            value = get(before2 + pair)
+            if value is not None:
+                add(value)
         before2, before = before, char
     return found
 
@@ -186,7 +191,7 @@ def _detector_class() -> Any:
 
     from langdetect.utils.ngram import NGram
 
-    known = factory.word_lang_prob_map
+    itself = {gram: gram for gram in grams}
     normal = _NormalTable(NGram.normalize)
 
     class ArrayDetector(Detector):  # type: ignore[misc]
@@ -225,18 +230,19 @@ def _detector_class() -> Any:
         def _extract_ngrams(self) -> list[str]:
             # NGram.add_char and get(1..3) over the whole normalized text: the same n-grams
             # in the same order (the random picks index them).
-            return _known_grams(self.text.translate(normal), known)
+            return _known_grams(self.text.translate(normal), itself)
 
         def _detect_block(self) -> None:
             self.cleaning_text()
-            found = self._extract_ngrams()
+            # The n-grams as their rows in ``table``, in the order _extract_ngrams gives them.
+            found = _known_grams(self.text.translate(normal), row_of)
             if not found:
                 raise LangDetectException(ErrorCode.CantDetectError, "No features in text.")
             if len(found).bit_length() > 32 or self.prior_map is not None:
                 self.random = random.Random()  # seeded by langdetect's loop
                 super()._detect_block()  # past what the block reader mirrors
                 return
-            rows = np.array([row_of[gram] for gram in found], dtype=np.intp)  # in ``table``
+            rows = np.array(found, dtype=np.intp)
             count, trials, size = len(self.langlist), self.n_trial, len(found)
             divide, reduce = np.divide, np.multiply.reduce
             limit, converged = _MAX_UPDATES_PAST_FIRST + 1, self.CONV_THRESHOLD
