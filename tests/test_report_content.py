@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -370,3 +371,27 @@ def test_benchmark_runs_small(tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "x floor" in done.stdout and "page:" in done.stdout
+
+
+def test_names_are_text_not_markup(tmp_path: Path) -> None:
+    name = "cost$\\frac{<b>&"  # "$...$" would be TeX to matplotlib, "<b>" markup to the page
+    rows = [{"id": f"r{i}", "group": "g", "reward": float(i),
+             "components": {name: float(i % 2)}, "timing": {name: 0.01 * (i + 1)}}
+            for i in range(4)]
+    text = build_report(write_rows(tmp_path / "odd.jsonl", rows))
+    assert "cost$\\frac{&lt;b&gt;&amp;" in text and "<b>&" not in text
+    assert text.count("<svg ") == 6
+
+
+def test_page_size_does_not_grow_with_the_run(tmp_path: Path) -> None:
+    def page(count: int) -> str:
+        rng = random.Random(count)
+        rows = [{"id": f"r{i}", "group": f"g{i // 8}", "reward": rng.random(),
+                 "components": {"score": rng.random()}, "timing": {"score": rng.random()}}
+                for i in range(count)]
+        return build_report(write_rows(tmp_path / f"{count}.jsonl", rows), top=5)
+
+    small, large = page(64), page(8000)
+    assert small.count("<svg ") == large.count("<svg ") == 6
+    # continuous values are binned: the large page is not much larger than the small one
+    assert len(large) < 1.25 * len(small) + 20_000, (len(small), len(large))

@@ -58,6 +58,7 @@ class Plotter:
 
         style = {
             "svg.fonttype": "none", "svg.hashsalt": f"rewardsmith-{self.count}",
+            "text.parse_math": False,  # names are the user's: "$" is a character, not TeX
             "font.size": 9, "font.family": "sans-serif",
             "text.color": _FOREGROUND, "axes.labelcolor": _FOREGROUND,
             "axes.edgecolor": _FOREGROUND, "xtick.color": _FOREGROUND,
