@@ -395,3 +395,19 @@ def test_page_size_does_not_grow_with_the_run(tmp_path: Path) -> None:
     assert small.count("<svg ") == large.count("<svg ") == 6
     # continuous values are binned: the large page is not much larger than the small one
     assert len(large) < 1.25 * len(small) + 20_000, (len(small), len(large))
+
+
+def test_parquet_scored_file_gives_the_same_numbers(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    from rewardsmith.io import read_scores
+    from rewardsmith.tabular import write_scores_parquet
+
+    scored = write_rows(tmp_path / "scored.jsonl", ROWS)
+    parquet = tmp_path / "scored.parquet"
+    write_scores_parquet(parquet, read_scores(scored))
+    from_jsonl, from_parquet = collect(scored), collect(parquet)
+    assert from_parquet.statuses == from_jsonl.statuses
+    assert from_parquet.reward == from_jsonl.reward
+    assert from_parquet.components == from_jsonl.components
+    assert from_parquet.scored.failures == from_jsonl.scored.failures
+    assert from_parquet.latency is None  # Parquet carries no timing
