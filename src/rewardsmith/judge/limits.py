@@ -19,6 +19,7 @@ bound in every scope: each process also keeps it locally, so a shared limit adds
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sys
 import time
 from dataclasses import dataclass
@@ -147,12 +148,18 @@ def limits_path(store_path: str) -> str:
 @dataclass
 class Ticket:
     """Leave to make one call (``spent`` is None), or the budget limit that refuses it.
-    The caller charges what the call cost before giving the ticket back."""
+    The caller charges what the call cost before giving the ticket back.
+
+    In a shared scope with a requests-per-minute limit, taking the ticket also reserved the
+    call's first request (one round trip instead of two): ``ready_at`` is when it may be sent,
+    and ``prepaid_by`` the limits whose first ``pace`` inside the ticket uses it."""
 
     slot: str | None
     spent: str | None
     tokens: int = 0
     cost: float = 0.0
+    ready_at: float = 0.0  # time.monotonic()
+    prepaid_by: object | None = None
 
     def charge(self, tokens: int, cost: float) -> None:
         self.tokens += tokens
@@ -164,8 +171,11 @@ class SharedLimits(Protocol):
 
     async def join(self) -> None: ...
 
-    async def acquire(self, want_slot: bool) -> tuple[str | None, str | None] | str:
-        """(slot id or None, budget limit reached or None), or ``FULL``."""
+    async def acquire(self, want_slot: bool,
+                      requests: float) -> tuple[str | None, str | None, float] | str:
+        """(slot id or None, budget limit reached or None, seconds to wait before sending),
+        or ``FULL``. With ``requests``, a granted call also reserves that many requests from
+        the requests bucket (the seconds to wait are for them)."""
         ...
 
     async def release(self, slot: str | None, tokens: int, cost: float,
@@ -250,10 +260,20 @@ class Limits:
                 if spent is None:
                     self._calls += 1
                 ticket = Ticket(None, spent)
-            elif not self.settings.shared_concurrency:
-                ticket = Ticket(*await self._shared_outcome(shared, want_slot=False))
+            elif not self.settings.shared_concurrency and not self.settings.has_budget:
+                ticket = Ticket(None, None)  # only the rates are shared: nothing to hold
             else:
-                ticket = Ticket(*await self._wait_for_slot(shared))
+                requests = 1.0 if self.settings.requests_per_minute is not None else 0.0
+                if self.settings.shared_concurrency:
+                    slot, spent, wait = await self._wait_for_slot(shared, requests)
+                else:
+                    outcome = await shared.acquire(False, requests)
+                    assert isinstance(outcome, tuple)  # FULL only answers a slot request
+                    slot, spent, wait = outcome
+                ticket = Ticket(slot, spent)
+                if requests and spent is None:
+                    ticket.ready_at = time.monotonic() + wait
+                    ticket.prepaid_by = self
         except BaseException:
             self._semaphore.release()
             raise
@@ -261,15 +281,8 @@ class Limits:
             self.exhausted = ticket.spent
         return ticket
 
-    async def _shared_outcome(self, shared: SharedLimits,
-                              want_slot: bool) -> tuple[str | None, str | None]:
-        if not want_slot and not self.settings.has_budget:
-            return None, None  # only the rates are shared: nothing to hold
-        outcome = await shared.acquire(want_slot)
-        assert outcome != FULL or want_slot
-        return outcome if isinstance(outcome, tuple) else (None, None)
-
-    async def _wait_for_slot(self, shared: SharedLimits) -> tuple[str | None, str | None]:
+    async def _wait_for_slot(self, shared: SharedLimits,
+                             requests: float) -> tuple[str | None, str | None, float]:
         if self._door is None:
             self._door = asyncio.Lock()
             self._freed = asyncio.Event()
@@ -277,7 +290,7 @@ class Limits:
         async with self._door:
             delay = _FIRST_POLL
             while True:
-                outcome = await shared.acquire(True)
+                outcome = await shared.acquire(True, requests)
                 if isinstance(outcome, tuple):
                     return outcome
                 # Every slot is taken: wait until one of ours is given back, or poll again
@@ -311,9 +324,16 @@ class Limits:
         shared = self._shared
         rpm, tpm = self.settings.requests_per_minute, self.settings.tokens_per_minute
         if shared is not None and (rpm is not None or tpm is not None):
-            debt, self._token_debt = self._token_debt, 0.0
-            wait = await shared.pace(1.0 if rpm is not None else 0.0,
-                                     tokens if tpm is not None else 0.0, debt)
+            requests = 1.0 if rpm is not None else 0.0
+            wait = 0.0
+            ticket = _CURRENT_TICKET.get()
+            if ticket is not None and ticket.prepaid_by is self:
+                ticket.prepaid_by = None  # the first attempt's request was reserved with it
+                wait, requests = ticket.ready_at - time.monotonic(), 0.0
+            tokens = tokens if tpm is not None else 0.0
+            if requests or tokens or self._token_debt:
+                debt, self._token_debt = self._token_debt, 0.0
+                wait = max(wait, await shared.pace(requests, tokens, debt))
             if wait > 0:
                 await asyncio.sleep(wait)
             return
@@ -344,17 +364,26 @@ class Limits:
             leave()
 
 
+# The ticket of the call the running task is making: its first pacing may be paid already.
+_CURRENT_TICKET: contextvars.ContextVar[Ticket | None] = contextvars.ContextVar(
+    "rewardsmith_judge_ticket", default=None)
+
+
 class _Call:
-    __slots__ = ("limits", "ticket")
+    __slots__ = ("limits", "ticket", "_context")
 
     def __init__(self, limits: Limits):
         self.limits = limits
         self.ticket: Ticket | None = None
+        self._context: contextvars.Token[Ticket | None] | None = None
 
     async def __aenter__(self) -> Ticket:
         self.ticket = await self.limits._acquire()
+        self._context = _CURRENT_TICKET.set(self.ticket)
         return self.ticket
 
     async def __aexit__(self, *exc: object) -> None:
         assert self.ticket is not None
+        if self._context is not None:
+            _CURRENT_TICKET.reset(self._context)
         await self.limits._release(self.ticket)

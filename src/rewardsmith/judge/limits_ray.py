@@ -95,8 +95,8 @@ class LimiterActor:
         if member is not None:
             self._drop_slots(member.key, {token})
 
-    async def acquire(self, token: str, key: str,
-                      want_slot: bool) -> tuple[str | None, str | None] | str:
+    async def acquire(self, token: str, key: str, want_slot: bool,
+                      requests: float) -> tuple[str | None, str | None, float] | str:
         if token not in self.members:
             return REJOIN
         state = self.keys[key]
@@ -104,7 +104,7 @@ class LimiterActor:
         while True:
             spent = state.settings.spent(state.calls, state.tokens, state.cost)
             if spent is not None:
-                return None, spent
+                return None, spent, 0.0
             if not want_slot or len(state.slots) < state.settings.max_concurrency:
                 break
             left = deadline - time.monotonic()
@@ -119,7 +119,7 @@ class LimiterActor:
             state.slots[slot] = token
         if state.settings.has_budget:
             state.calls += 1
-        return slot, None
+        return slot, None, self._reserve(state, requests, 0.0, 0.0)
 
     async def release(self, token: str, key: str, slot: str | None, tokens: int, cost: float,
                       token_debt: float) -> str | None:
@@ -139,7 +139,11 @@ class LimiterActor:
                    token_debt: float) -> float | str:
         if token not in self.members:
             return REJOIN
-        state = self.keys[key]
+        return self._reserve(self.keys[key], requests, tokens, token_debt)
+
+    @staticmethod
+    def _reserve(state: _KeyState, requests: float, tokens: float, token_debt: float) -> float:
+        """Take from the buckets now; the seconds the caller waits before sending."""
         now = time.time()
         wait = 0.0
         for name, per_minute, cost, debt in (
@@ -255,11 +259,12 @@ class RayLimits:
                 if not await self._ask("beat", self.token):
                     await self._join_actor()
 
-    async def acquire(self, want_slot: bool) -> tuple[str | None, str | None] | str:
-        outcome = await self._ask("acquire", self.token, self.key, want_slot)
+    async def acquire(self, want_slot: bool,
+                      requests: float) -> tuple[str | None, str | None, float] | str:
+        outcome = await self._ask("acquire", self.token, self.key, want_slot, requests)
         if isinstance(outcome, (tuple, list)):
-            slot, spent = outcome
-            return slot, spent
+            slot, spent, wait = outcome
+            return slot, spent, float(wait)
         return str(outcome)
 
     async def release(self, slot: str | None, tokens: int, cost: float,

@@ -169,24 +169,25 @@ class StoreLimits:
 
     # ------------------------------------------------------------------ slots and budget
 
-    async def acquire(self, want_slot: bool) -> tuple[str | None, str | None] | str:
+    async def acquire(self, want_slot: bool,
+                      requests: float) -> tuple[str | None, str | None, float] | str:
         if want_slot and self._full:
             # While every slot is taken, a waiting process looks before taking the write lock
             # (WAL readers never wait) instead of queueing for it at each try.
             if (self._held(self._conn()) >= self.settings.max_concurrency
                     and time.time() - self._last_reap < _REAP_EVERY):
                 return FULL
-        outcome = self._write(lambda db: self._acquire(db, want_slot))
+        outcome = self._write(lambda db: self._acquire(db, want_slot, requests))
         self._full = outcome == FULL
         return outcome
 
-    def _acquire(self, db: sqlite3.Connection, want_slot: bool) -> tuple[str | None,
-                                                                         str | None] | str:
+    def _acquire(self, db: sqlite3.Connection, want_slot: bool,
+                 requests: float) -> tuple[str | None, str | None, float] | str:
         calls, tokens, cost = db.execute(
             "SELECT calls, tokens, cost FROM limit_state WHERE key = ?", (self.key,)).fetchone()
         spent = self.settings.spent(calls, tokens, cost)
         if spent is not None:
-            return None, spent
+            return None, spent, 0.0
         slot = None
         if want_slot:
             held = self._held(db)
@@ -199,7 +200,8 @@ class StoreLimits:
             db.execute("UPDATE limit_members SET held = held + 1 WHERE token = ?", (self.token,))
         if self.settings.has_budget:
             db.execute("UPDATE limit_state SET calls = calls + 1 WHERE key = ?", (self.key,))
-        return slot, None
+        wait = self._pace(db, requests, 0.0, 0.0) if requests else 0.0
+        return slot, None, wait
 
     async def release(self, slot: str | None, tokens: int, cost: float,
                       token_debt: float) -> None:
