@@ -56,7 +56,7 @@ def main() -> int:
     listener.settimeout(0)
     port = listener.getsockname()[1]
 
-    rubric = Rubric.single("code", params={"language": "python", "time_limit": 1})
+    rubric = Rubric.single("code", params={"language": "python", "time_limit": 2})
     programs = {"right": RIGHT, "wrong": WRONG, "loops": LOOPS, "steals-key": STEALS_KEY,
                 "calls-home": CALLS_HOME.format(port=port)}
     rollouts = [Rollout(id=name, group="sum-lines", prompt="Sum the numbers on each line.",
