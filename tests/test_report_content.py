@@ -381,6 +381,7 @@ def test_names_are_text_not_markup(tmp_path: Path) -> None:
     text = build_report(write_rows(tmp_path / "odd.jsonl", rows))
     assert "cost$\\frac{&lt;b&gt;&amp;" in text and "<b>&" not in text
     assert text.count("<svg ") == 6
+    assert "mathdefault" not in text  # the log axis's powers of ten are drawn, not spelled
 
 
 def test_page_size_does_not_grow_with_the_run(tmp_path: Path) -> None:

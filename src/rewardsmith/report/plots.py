@@ -58,7 +58,6 @@ class Plotter:
 
         style = {
             "svg.fonttype": "none", "svg.hashsalt": f"rewardsmith-{self.count}",
-            "text.parse_math": False,  # names are the user's: "$" is a character, not TeX
             "font.size": 9, "font.family": "sans-serif",
             "text.color": _FOREGROUND, "axes.labelcolor": _FOREGROUND,
             "axes.edgecolor": _FOREGROUND, "xtick.color": _FOREGROUND,
@@ -93,7 +92,7 @@ class Plotter:
                 axes.bar(edges, counts, width=width, color=color)
             else:
                 axes.stairs(counts, edges, fill=True, color=color)
-            axes.set_xlabel(xlabel)
+            axes.set_xlabel(_plain(xlabel))
             axes.set_ylabel("rollouts")
             return self._svg(figure)
 
@@ -102,7 +101,7 @@ class Plotter:
         """Several histograms over the same bins, as outlines with a legend."""
         with self._figure(3.4) as (figure, axes):
             for index, (name, counts) in enumerate(series):
-                axes.stairs(counts, edges, label=name, color=PALETTE[index % len(PALETTE)],
+                axes.stairs(counts, edges, label=_plain(name), color=PALETTE[index % len(PALETTE)],
                             linewidth=1.4)
             if log:
                 axes.set_yscale("symlog", linthresh=1)
@@ -120,7 +119,7 @@ class Plotter:
             axes.grid(True, axis="x")
             positions = list(range(len(labels)))
             axes.barh(positions, values, color=list(colors) if colors else PALETTE[0])
-            axes.set_yticks(positions, labels)
+            axes.set_yticks(positions, [_plain(label) for label in labels])
             axes.invert_yaxis()
             if log:
                 axes.set_xscale("log")
@@ -137,9 +136,9 @@ class Plotter:
             step = 0.8 / max(1, len(series))
             for index, (name, values) in enumerate(series):
                 positions = [i - 0.4 + step * (index + 0.5) for i in range(len(labels))]
-                axes.barh(positions, values, height=step, label=name,
+                axes.barh(positions, values, height=step, label=_plain(name),
                           color=PALETTE[index % len(PALETTE)])
-            axes.set_yticks(list(range(len(labels))), labels)
+            axes.set_yticks(list(range(len(labels))), [_plain(label) for label in labels])
             axes.invert_yaxis()
             if log:
                 axes.set_xscale("log")
@@ -152,7 +151,8 @@ class Plotter:
         """Box plots from precomputed quartiles (``whislo``, ``q1``, ``med``, ``q3``,
         ``whishi``, ``mean``): no per-rollout points."""
         with self._figure() as (figure, axes):
-            boxes = [{**s, "label": label, "fliers": []} for label, s in zip(labels, stats)]
+            boxes = [{**s, "label": _plain(label), "fliers": []}
+                     for label, s in zip(labels, stats)]
             axes.bxp(boxes, showmeans=True, showfliers=False, patch_artist=True,
                      boxprops={"facecolor": PALETTE[0], "alpha": 0.55,
                                "edgecolor": _FOREGROUND},
@@ -163,6 +163,12 @@ class Plotter:
             axes.set_xlabel(xlabel)
             axes.set_ylabel(ylabel)
             return self._svg(figure)
+
+
+def _plain(text: str) -> str:
+    """A user's name as matplotlib text: "$" escaped, so it is a character, not TeX (tick
+    labels of log axes still use matplotlib's own math)."""
+    return text.replace("$", r"\$")
 
 
 def _bar_width(values: Sequence[float]) -> float:
@@ -182,7 +188,7 @@ def _inline(svg: str, prefix: str) -> str:
     """The ``<svg>`` element alone, ids prefixed, placeholder colors made themeable."""
     start = svg.find("<svg")
     body = svg[start:] if start >= 0 else svg
-    body = re.sub(r"<metadata>.*?</metadata>", "", body, flags=re.DOTALL)
+    body = re.sub(r"<metadata>.*?</metadata>|<!--.*?-->", "", body, flags=re.DOTALL)
     body = _ID.sub(lambda m: f'id="{prefix}-{m.group(1)}"', body)
     body = _URL.sub(lambda m: f"url(#{prefix}-{m.group(1)})", body)
     body = _HREF.sub(lambda m: f'href="#{prefix}-{m.group(1)}"', body)
