@@ -52,6 +52,8 @@ class ScoreJob:
     # and the trainer whose float32 arithmetic is checked at the end (None: every trainer).
     advantage_method: str = "grpo"
     trainer: str | None = None
+    # Record each component's call time: in each score's ``timing``, the store and the summary.
+    timing: bool = False
 
     def read(self, path: str | Path) -> tuple[list[Rollout], list[str]]:
         bad: list[InputError] = []
@@ -94,7 +96,8 @@ class ScoreJob:
         store = self.store
         with Engine(self.rubric, workers=self.workers, max_concurrency=self.max_concurrency,
                     cache=store or self.cache,
-                    store_path=store.path if store else self.store_path) as engine:
+                    store_path=store.path if store else self.store_path,
+                    timing=self.timing) as engine:
             engine.check()  # judges and other evaluators fail here, before any scoring
             recorder = start_recording(store, self.rubric, rollouts, source=source) \
                 if store else None

@@ -53,6 +53,7 @@ from .store_pending import (
     ROLLOUT_CHUNK,
     cells_of_block,
     pack_results,
+    split_times,
     unpack_results,
 )
 from .types import ComponentResult, Rollout, Status, content_hash, key_of_content, stable_json
@@ -454,6 +455,7 @@ class Store:
         ``seconds``, each call's time, is kept beside the result. While a run is deferred
         (``begin_run(defer=True)``) the batch is kept as one pending block."""
         now = time.time()
+        cells, seconds = split_times(cells, seconds)
         if self._deferred_run is not None:
             packed = pack_results(keys, cells, seconds)
             if packed is None:

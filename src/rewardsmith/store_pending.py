@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from .status_codes import STATUS_CODES, code_of
-from .types import ComponentResult, Status
+from .types import TIME_METRIC, ComponentResult, Status
 
 __all__ = ["PENDING_SCHEMA", "ROLLOUT_CHUNK", "PackedResults", "cells_of_block", "pack_results",
-           "unpack_results"]
+           "split_times", "unpack_results"]
 
 ROLLOUT_CHUNK = 8192  # rollouts per pending row
 
@@ -47,6 +47,29 @@ _CODE_OF = {status: code_of(status) for status in STATUS_CODES}
 PackedResults = tuple[str, bytes, str | None, bytes | None]
 # value, status code, error, metrics (JSON text or None), seconds (or None)
 ResultRow = tuple[str, float | None, int, str | None, str | None, float | None]
+
+
+def split_times(cells: Sequence[Any], seconds: Sequence[float] | None
+                ) -> tuple[Sequence[Any], Sequence[float] | None]:
+    """Cells with their call times (the ``@seconds`` metric) moved out into ``seconds``
+    (NaN where a cell has none); unchanged when no cell carries one."""
+    if seconds is not None or not any(
+            type(c) is ComponentResult and TIME_METRIC in c.metrics for c in cells):
+        return cells, seconds
+    times: list[float] = []
+    plain: list[Any] = []
+    for cell in cells:
+        if type(cell) is ComponentResult and TIME_METRIC in cell.metrics:
+            metrics = {k: v for k, v in cell.metrics.items() if k != TIME_METRIC}
+            times.append(float(cell.metrics[TIME_METRIC]))
+            if cell.status is Status.OK and not metrics and type(cell.value) is float:
+                plain.append(cell.value)
+            else:
+                plain.append(ComponentResult(cell.value, cell.status, cell.error, metrics))
+        else:
+            times.append(math.nan)
+            plain.append(cell)
+    return plain, times
 
 
 def pack_results(keys: Sequence[str], cells: Sequence[Any],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -13,6 +14,7 @@ from .types import Score, Status
 __all__ = ["ComponentStats", "RunSummary", "SummaryBuilder"]
 
 _BLOCK = 8192  # rollouts whose values wait before they join the running statistics
+_SLOWEST = 10  # the slowest calls a timed run names
 
 
 @dataclass
@@ -132,6 +134,9 @@ class SummaryBuilder:
         self._pending: dict[str, list[float]] = {name: [] for name in self.names}
         self._pending_rewards: list[float] = []
         self._waiting = 0  # rollouts since the last flush
+        # Call times, when the run records them: per component, and the slowest calls.
+        self._times: dict[str, list[float]] = {}
+        self._slowest: list[tuple[float, str, str]] = []  # (seconds, rollout id, component)
 
     def add_group(self, scores: Iterable[Score]) -> None:
         group = list(scores)
@@ -158,6 +163,8 @@ class SummaryBuilder:
                     failures["timeouts" if "timed out" in score.errors[name] else "errors"] += 1
                 else:
                     failures["masked"] += 1
+        if group and group[0].timing is not None:
+            self._add_times(group)
         if len(rewards) >= 2:
             if max(rewards) == min(rewards):
                 self.zero_variance += 1
@@ -166,6 +173,30 @@ class SummaryBuilder:
         self._waiting += len(group)
         if self._waiting >= _BLOCK:
             self._flush()
+
+    def _add_times(self, group: list[Score]) -> None:
+        for score in group:
+            for name, seconds in (score.timing or {}).items():
+                self._times.setdefault(name, []).append(seconds)
+                if len(self._slowest) < _SLOWEST or seconds > self._slowest[0][0]:
+                    heapq.heappush(self._slowest, (seconds, score.id, name))
+                    if len(self._slowest) > _SLOWEST:
+                        heapq.heappop(self._slowest)
+
+    def _timing(self) -> dict[str, Any]:
+        """Per component: calls timed and their p50, p99, max and mean seconds; the slowest
+        calls of the run (empty when the run recorded no timing)."""
+        if not self._times:
+            return {}
+        per: dict[str, dict[str, float]] = {}
+        for name in [n for n in self.names if n in self._times]:
+            times = sorted(self._times[name])
+            per[name] = {"calls": len(times), "mean": math.fsum(times) / len(times),
+                         "p50": _quantile(times, 0.5), "p99": _quantile(times, 0.99),
+                         "max": times[-1], "total": math.fsum(times)}
+        slowest = [{"id": rollout_id, "component": name, "seconds": seconds}
+                   for seconds, rollout_id, name in sorted(self._slowest, reverse=True)]
+        return {"timing": per, "slowest": slowest}
 
     def _flush(self) -> None:
         self._waiting = 0
@@ -191,7 +222,13 @@ class SummaryBuilder:
             mixed_groups=self.mixed,
             bad_lines=list(bad_lines),
             seconds=seconds,
+            extra=self._timing(),
         )
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of sorted values (nearest rank)."""
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 def _stats(name: str, running: _Running, failures: Counter[str]) -> ComponentStats:

@@ -321,7 +321,8 @@ def score_lines(scores: Iterable[Score]) -> str:
         components, errors = _numbers(score.components), _texts(score.errors)
         metrics = _numbers(score.metrics) if score.metrics else ""
         if (reward is None or advantage is None or components is None or errors is None
-                or metrics is None or type(score.id) is not str or type(score.group) is not str):
+                or metrics is None or score.timing or type(score.id) is not str
+                or type(score.group) is not str):
             out.append(score_line(score) + "\n")  # anything unusual: the generic encoder
             continue
         tail = f", \"metrics\": {metrics}}}\n" if metrics else "}\n"

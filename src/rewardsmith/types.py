@@ -79,6 +79,10 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
+# The reserved metric that carries a call's wall time when a run records timing (see
+# ``rewardsmith.engine.timing``); the store keeps it in a column of its own.
+TIME_METRIC = "@seconds"
+
 _escape = encode_basestring  # JSON string escaping, non-ASCII kept (as ensure_ascii=False)
 
 # One encoder, built once: json.dumps with options builds a new one on every call.
@@ -200,6 +204,8 @@ class Score:
     errors: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     advantage: float | None = None
+    # Seconds each component's call took, when the run recorded timing (``score --timing``).
+    timing: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -213,6 +219,8 @@ class Score:
         }
         if self.metrics:
             out["metrics"] = {k: _finite_or_none(v) for k, v in self.metrics.items()}
+        if self.timing:
+            out["timing"] = {k: _finite_or_none(v) for k, v in self.timing.items()}
         return out
 
     @classmethod
@@ -233,6 +241,9 @@ class Score:
                 if isinstance(v, (int, float))
             },
             advantage=None if data.get("advantage") is None else float(data["advantage"]),
+            timing={str(k): float(v) for k, v in data["timing"].items()
+                    if isinstance(v, (int, float))}
+            if isinstance(data.get("timing"), dict) else None,
         )
 
 

@@ -57,6 +57,7 @@ def render_summary(summary: RunSummary, console: Console) -> None:
     elif checks:
         console.print(f"advantages: equal-reward groups get exactly 0 under "
                       f"{', '.join(checks)}")
+    _render_timing(summary, console)
     for name, u in (summary.extra.get("usage") or {}).items():
         line = (f"{name}: {u.get('calls', 0):.0f} calls ({u.get('failed', 0):.0f} failed, "
                 f"{u.get('retries', 0):.0f} retries), {u.get('replayed', 0):.0f} grades "
@@ -68,3 +69,25 @@ def render_summary(summary: RunSummary, console: Console) -> None:
     console.print(
         f"{summary.seconds:.2f} s, {summary.rollouts_per_second:,.0f} rollouts/s", style="dim"
     )
+
+
+def _render_timing(summary: RunSummary, console: Console) -> None:
+    """Where the time went, for a run scored with ``--timing``: per component, and the
+    slowest calls (the slow reward and the slow rollouts)."""
+    timing = summary.extra.get("timing") or {}
+    if not timing:
+        return
+    table = Table(title="call time per component (seconds)", title_justify="left",
+                  box=box.SIMPLE_HEAD)
+    table.add_column("component")
+    for column in ("calls", "p50", "p99", "max", "total"):
+        table.add_column(column, justify="right")
+    for name, t in sorted(timing.items(), key=lambda item: -item[1]["total"]):
+        table.add_row(name, f"{t['calls']:,.0f}", f"{t['p50']:.3g}", f"{t['p99']:.3g}",
+                      f"{t['max']:.3g}", f"{t['total']:.3g}")
+    console.print(table)
+    slowest = summary.extra.get("slowest") or []
+    if slowest:
+        console.print("slowest calls: " + ", ".join(
+            f"{s['id']} ({s['component']}, {s['seconds']:.3g} s)" for s in slowest[:5]),
+            markup=False, highlight=False, soft_wrap=True)

@@ -124,6 +124,9 @@ def score(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no summary."),
     refresh: bool = typer.Option(False, "--refresh", help="Ask LLM judges again for grades "
                                  "already recorded (the old ones are kept in the store)."),
+    timing: bool = typer.Option(False, "--timing", help="Record each component's call time "
+                                "(seconds): a 'timing' object on each scored line, in the "
+                                "store, and the slowest components and rollouts in the summary."),
 ) -> None:
     """Score rollouts with a rubric and print a summary.
 
@@ -156,7 +159,7 @@ def score(
     job = ScoreJob(chosen, workers=workers, max_concurrency=max_concurrency,
                    on_bad_line=on_bad_line, keep_scores=is_parquet(output),  # type: ignore[arg-type]
                    trainer=_trainer_name(trainer), advantage_method=_method_name(advantage),
-                   store=None if no_store else str(store))
+                   store=None if no_store else str(store), timing=timing)
     items, bad_lines = job.read(rollouts)
     if not items and not bad_lines and not allow_empty:
         raise fail(f"{str(rollouts)!r} holds no rollouts (an empty file); pass --allow-empty "

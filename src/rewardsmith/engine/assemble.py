@@ -12,6 +12,7 @@ from ..types import ComponentResult, Rollout, Score, Status
 from ..workers import BatchResult
 from .cells import Cell, as_result, expand, failure_result, floats_only
 from .plan import CallPlan
+from .timing import split_timing
 
 __all__ = ["SystematicWatch", "combine", "store_plan"]
 
@@ -51,8 +52,9 @@ def combine(rubric: Rubric, rollouts: list[Rollout], columns: list[list[Cell]],
     for rollout, cells in zip(rollouts, zip(*columns)):
         per = {name: as_result(cell) for name, cell in zip(names, cells)}
         reward, status, components, errors, metrics = rubric.combine(per)
+        timing = split_timing(metrics) if metrics else None
         scores.append(Score(rollout.id, rollout.group, reward, status, components, errors,
-                            metrics))
+                            metrics, None, timing))
     return scores
 
 

@@ -39,6 +39,7 @@ from .plan import (
     split,
 )
 from .programs import AsyncProgram, SyncProgram, column_of, row_layout
+from .timing import timed
 
 __all__ = ["Engine", "score_rollouts"]
 
@@ -126,8 +127,10 @@ class Engine:
         backend: str | None = None,
         ray_address: str | None = None,
         ray_runtime_env: dict[str, Any] | None = None,
+        timing: bool = False,
     ):
         rubric.resolve()
+        self.timing = timing
         env_backend, env_address = backend_from_env()
         self.backend = backend or env_backend
         if self.backend not in BACKENDS:
@@ -160,16 +163,18 @@ class Engine:
                             if self.workers > 0 else [])
         self._async_local = [c for c in self._async if c not in self._async_work]
         self._async_program = AsyncProgram([c for c in self._async_work if not c.group],
-                                            [c for c in self._async_work if c.group])
+                                            [c for c in self._async_work if c.group],
+                                            timing=timing)
         self._async_key = f"async:{rubric.id}:{id(self)}"
         self._watch = SystematicWatch(rubric) if stop_on_systematic else None
-        self._on_loop = LoopRewards(rubric, max_concurrency)
+        self._on_loop = LoopRewards(rubric, max_concurrency, timing=timing)
         self._singles = [c for c in self._sync if not c.group]
         self._sync_groups = [c for c in self._sync if c.group]
         self._layout = row_layout(self._singles)
         # Group rewards and judges see a group at a time; other rewards, one rollout.
         self._needs_groups = any(c.group or c.evaluator is not None for c in rubric.components)
-        self._program = SyncProgram(self._singles, self._sync_groups, self._layout)
+        self._program = SyncProgram(self._singles, self._sync_groups, self._layout,
+                                    timing=timing)
         self._inline_binders: list[Callable[[Rollout], Any]] | None = None
         self._program_key = f"rubric:{rubric.id}:{id(self)}"
         self._executor: Executor | None = None
@@ -527,9 +532,11 @@ class Engine:
                     range(first * size, end * size), rows)]
         else:
             if self._inline_binders is None:
-                self._inline_binders = [make_binder(c.func, c.params,  # type: ignore[arg-type]
-                                                    what=f"component {c.name!r}")
-                                        for c in self._singles]
+                binders = [make_binder(c.func, c.params,  # type: ignore[arg-type]
+                                       what=f"component {c.name!r}") for c in self._singles]
+                self._inline_binders = ([timed(b, c.reward_key)
+                                         for b, c in zip(binders, self._singles)]
+                                        if self.timing else binders)
             runs = [(binder, rollouts) for binder in self._inline_binders[first:end]]
         for component, (call, args), column in zip(self._singles[first:end], runs,
                                                    columns[first:end]):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ from ..types import ComponentResult, Rollout, Status
 from ..workers import format_exception
 from .cells import Cell, group_results
 from .plan import Batch, split
+from .timing import timed_async, timed_async_group, with_time
 
 __all__ = ["LoopRewards"]
 
@@ -21,8 +23,9 @@ __all__ = ["LoopRewards"]
 class LoopRewards:
     """Runs components on the running event loop, ``max_concurrency`` calls at a time."""
 
-    def __init__(self, rubric: Rubric, max_concurrency: int):
+    def __init__(self, rubric: Rubric, max_concurrency: int, *, timing: bool = False):
         self.rubric = rubric
+        self.timing = timing  # results carry their call's wall time (see engine.timing)
         self.max_concurrency = max_concurrency
         self._semaphore: asyncio.Semaphore | None = None
         self.calls = 0
@@ -41,6 +44,8 @@ class LoopRewards:
         else:
             binder = make_binder(component.func, component.params,  # type: ignore[arg-type]
                                  what=f"component {component.name!r}")
+            if self.timing:
+                binder = timed_async(binder, component.reward_key)
             for index, rollout in enumerate(batch.rollouts):
                 if column[index] is None:
                     tasks.append(self._one(component, binder, rollout, index, column, timeout))
@@ -69,15 +74,21 @@ class LoopRewards:
         try:
             if component.evaluator is not None:
                 # Evaluators (judges) bound their own concurrency and time per request.
+                started = time.perf_counter()
                 values: list[ComponentResult] = await component.evaluator.evaluate(
                     [group[i] for i in todo])
+                if self.timing:  # the group's wall time, waits for limits included
+                    values = with_time(values, time.perf_counter() - started)
                 for i, value in zip(todo, values):
                     column[offset + i] = value
                 return
             async with self._semaphore:
                 self.calls += 1
-                binder = make_group_binder(component.func, component.params,  # type: ignore[arg-type]
-                                           what=f"component {component.name!r}")
+                binder: Callable[[Any], Any] = make_group_binder(
+                    component.func, component.params,  # type: ignore[arg-type]
+                    what=f"component {component.name!r}")
+                if self.timing:
+                    binder = timed_async_group(binder, component.reward_key)
                 raw = await asyncio.wait_for(binder(group), timeout)
             for i, value in enumerate(group_results(raw, len(group), component.reward_key)):
                 column[offset + i] = value

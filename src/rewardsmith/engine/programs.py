@@ -25,6 +25,7 @@ from ..loading import load_reward
 from ..rubric import DEFAULT_TIMEOUT, Component
 from ..types import Rollout, message_text
 from .cells import check_in_time, compact, group_results, read_value
+from .timing import timed, timed_async, timed_async_group, timed_group
 
 __all__ = ["AsyncProgram", "SyncProgram", "column_of", "row_layout"]
 
@@ -39,7 +40,7 @@ class SyncProgram:
     """
 
     def __init__(self, singles: Sequence[Component], groups: Sequence[Component],
-                 layout: Sequence[str] | None):
+                 layout: Sequence[str] | None, *, timing: bool = False):
         # Import paths travel as text and are imported in the worker exactly as in the parent;
         # Python callables travel by value (cloudpickle).
         def spec(c: Component) -> tuple[Any, dict[str, Any], str, str]:
@@ -52,6 +53,7 @@ class SyncProgram:
         self.limits = [float(c.timeout or DEFAULT_TIMEOUT) for c in singles]
         self.group_limits = [float(c.timeout or DEFAULT_TIMEOUT) for c in groups]
         self.layout = list(layout) if layout is not None else None
+        self.timing = timing  # each result carries its call's time (see engine.timing)
         self._calls: list[Callable[[Any], Any]] | None = None
         self._group_calls: list[Callable[[Any], Any]] = []
         self._shared: Any = None
@@ -59,11 +61,12 @@ class SyncProgram:
 
     def __getstate__(self) -> dict[str, Any]:
         return {"singles": self.singles, "groups": self.groups, "layout": self.layout,
-                "limits": self.limits, "group_limits": self.group_limits}
+                "limits": self.limits, "group_limits": self.group_limits, "timing": self.timing}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.singles, self.groups, self.layout = state["singles"], state["groups"], state["layout"]
         self.limits, self.group_limits = state["limits"], state["group_limits"]
+        self.timing = state.get("timing", False)
         self._calls = None
         self._group_calls = []
         self._shared = None
@@ -74,16 +77,17 @@ class SyncProgram:
         if self._calls is None:
             calls: list[Callable[[Any], Any]] = []
             group_calls: list[Callable[[Any], Any]] = []
-            for reward, params, _key, name in self.singles:
+            for reward, params, key, name in self.singles:
                 func = load_reward(reward).func if isinstance(reward, str) else reward
                 what = f"component {name!r}"
-                if self.layout is not None:
-                    calls.append(make_row_binder(func, params, self.layout, what=what))
-                else:
-                    calls.append(make_binder(func, params, what=what))
-            for reward, params, _key, name in self.groups:
+                call: Callable[[Any], Any] = (
+                    make_row_binder(func, params, self.layout, what=what)
+                    if self.layout is not None else make_binder(func, params, what=what))
+                calls.append(timed(call, key) if self.timing else call)
+            for reward, params, key, name in self.groups:
                 func = load_reward(reward).func if isinstance(reward, str) else reward
-                group_calls.append(make_group_binder(func, params, what=f"component {name!r}"))
+                group_call = make_group_binder(func, params, what=f"component {name!r}")
+                group_calls.append(timed_group(group_call, key) if self.timing else group_call)
             self._group_calls = group_calls
             self._calls = calls
         return self._calls
@@ -154,22 +158,25 @@ class AsyncProgram:
     row (a rollout tuple), ``(k, tuples)`` is group reward ``k`` on a group.
     """
 
-    def __init__(self, singles: Sequence[Component], groups: Sequence[Component]):
+    def __init__(self, singles: Sequence[Component], groups: Sequence[Component], *,
+                 timing: bool = False):
         def spec(c: Component) -> tuple[Any, dict[str, Any], str, str]:
             return (c.reward if isinstance(c.reward, str) else c.func, c.params, c.reward_key,
                     c.name)
 
         self.singles = [spec(c) for c in singles]
         self.groups = [spec(c) for c in groups]
+        self.timing = timing
         self._binders: list[Callable[[Any], Any]] | None = None
         self._group_binders: list[Callable[[Any], Any]] = []
         self._rows = 1  # rows in the current batch
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"singles": self.singles, "groups": self.groups}
+        return {"singles": self.singles, "groups": self.groups, "timing": self.timing}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.singles, self.groups = state["singles"], state["groups"]
+        self.timing = state.get("timing", False)
         self._binders = None
         self._group_binders = []
         self._rows = 1
@@ -177,13 +184,15 @@ class AsyncProgram:
     def _load(self) -> list[Callable[[Any], Any]]:
         if self._binders is None:
             binders = []
-            for reward, params, _key, name in self.singles:
+            for reward, params, key, name in self.singles:
                 func = load_reward(reward).func if isinstance(reward, str) else reward
-                binders.append(make_binder(func, params, what=f"component {name!r}"))
-            for reward, params, _key, name in self.groups:
+                binder = make_binder(func, params, what=f"component {name!r}")
+                binders.append(timed_async(binder, key) if self.timing else binder)
+            for reward, params, key, name in self.groups:
                 func = load_reward(reward).func if isinstance(reward, str) else reward
-                self._group_binders.append(
-                    make_group_binder(func, params, what=f"component {name!r}"))
+                group_binder = make_group_binder(func, params, what=f"component {name!r}")
+                self._group_binders.append(timed_async_group(group_binder, key)
+                                           if self.timing else group_binder)
             self._binders = binders
         return self._binders
 
