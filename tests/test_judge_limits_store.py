@@ -103,11 +103,14 @@ def test_max_concurrency_holds_across_four_processes(processes: ForkServerContex
         assert not Path(f"{tmp_path / 'judge.db'}-limits").exists()
 
 
+@pytest.mark.parametrize("others", [{}, {"max_concurrency": 8, "budget": {"max_calls": 999}}],
+                         ids=["rate-only", "with-ticket"])  # a ticket reserves the 1st request
 def test_requests_per_minute_hold_across_four_processes(processes: ForkServerContext,
-                                                        server: CountingServer,
-                                                        tmp_path: Path) -> None:
+                                                        server: CountingServer, tmp_path: Path,
+                                                        others: dict[str, Any]) -> None:
     # 1200 a minute: 20 a second, a bucket of 20. Alone, each process could send 20 at once.
-    results = run_all(processes, server, tmp_path / "judge.db", 4, 15, {"requests_per_minute": 1200})
+    results = run_all(processes, server, tmp_path / "judge.db", 4, 15,
+                      {"requests_per_minute": 1200, **others})
     assert all(s == "ok" for r in results for s in r["statuses"])
     times = server.request_times
     assert len(times) == 60
