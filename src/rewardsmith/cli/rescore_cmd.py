@@ -15,6 +15,14 @@ from rich.table import Table
 
 from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors
 from .backend_opts import BACKEND_HELP, RAY_ADDRESS_HELP, use_backend
+from .logging_opts import (
+    LOG_DIR_OPTION,
+    LOG_PROJECT_OPTION,
+    LOG_RUN_OPTION,
+    LOG_STEP_OPTION,
+    LOG_TO_OPTION,
+    RunLogging,
+)
 from .score_cmd import DEFAULT_STORE_PATH
 from .streams import results_on_stdout, write_json
 
@@ -77,6 +85,11 @@ def rescore_command(
                                          "rollouts errored or timed out."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan and summary as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No tables."),
+    log_to: list[str] | None = LOG_TO_OPTION,
+    log_project: str | None = LOG_PROJECT_OPTION,
+    log_run: str | None = LOG_RUN_OPTION,
+    log_dir: str | None = LOG_DIR_OPTION,
+    log_step: int | None = LOG_STEP_OPTION,
 ) -> None:
     """Score stored rollouts with a new rubric, computing only the components that changed.
 
@@ -99,13 +112,14 @@ def rescore_command(
     if reason is not None and not dry_run:
         raise fail(f"the store {str(store)!r} is read-only ({reason}): a rescore records a new "
                    f"run in it (--dry-run only reads)")
+    tracked = RunLogging.from_options(log_to, log_project, log_run, log_dir, log_step)
     use_backend(backend, ray_address)
     new = Rubric.from_yaml(rubric)
     guard_stdout = output == "-" or as_json
     with Store(store, read_only=True if dry_run else None) as opened, \
             results_on_stdout() if guard_stdout else contextlib.nullcontext(sys.stdout) as stdout:
         result = rescore(opened, new, run=run, dry_run=dry_run, workers=workers,
-                         max_concurrency=max_concurrency, keep_scores=False,
+                         max_concurrency=max_concurrency, keep_scores=tracked is not None,
                          advantage_method=advantage,
                          output=stdout if output == "-" and not dry_run else output)
         summary = result.summary
@@ -115,6 +129,8 @@ def rescore_command(
             if check is not None:
                 document["check"] = check.to_dict()
             write_json(document, sys.stderr if output == "-" else stdout)
+    if tracked is not None and result.summary is not None:
+        tracked.log_scores(result.scores, result.usage, quiet=quiet or as_json)
     if not as_json and not quiet:
         report = err_console if output == "-" else console
         render_plan(result.plan, report)

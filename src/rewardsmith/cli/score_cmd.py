@@ -14,6 +14,14 @@ import typer
 
 from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors, real_console
 from .backend_opts import BACKEND_HELP, RAY_ADDRESS_HELP, use_backend
+from .logging_opts import (
+    LOG_DIR_OPTION,
+    LOG_PROJECT_OPTION,
+    LOG_RUN_OPTION,
+    LOG_STEP_OPTION,
+    LOG_TO_OPTION,
+    RunLogging,
+)
 from .streams import results_on_stdout, write_json
 
 if TYPE_CHECKING:
@@ -127,6 +135,11 @@ def score(
     timing: bool = typer.Option(False, "--timing", help="Record each component's call time "
                                 "(seconds): a 'timing' object on each scored line, in the "
                                 "store, and the slowest components and rollouts in the summary."),
+    log_to: list[str] | None = LOG_TO_OPTION,
+    log_project: str | None = LOG_PROJECT_OPTION,
+    log_run: str | None = LOG_RUN_OPTION,
+    log_dir: str | None = LOG_DIR_OPTION,
+    log_step: int | None = LOG_STEP_OPTION,
 ) -> None:
     """Score rollouts with a rubric and print a summary.
 
@@ -150,6 +163,7 @@ def score(
         if reason is not None:
             raise fail(f"the store {str(store)!r} is read-only ({reason}): give a writable "
                        f"--store, or --no-store")
+    tracked = RunLogging.from_options(log_to, log_project, log_run, log_dir, log_step)
     use_backend(backend, ray_address)
     chosen = load_rubric(rubric, reward, param)
     if refresh:
@@ -159,7 +173,8 @@ def score(
     job = ScoreJob(chosen, workers=workers, max_concurrency=max_concurrency,
                    on_bad_line=on_bad_line, keep_scores=is_parquet(output),  # type: ignore[arg-type]
                    trainer=_trainer_name(trainer), advantage_method=_method_name(advantage),
-                   store=None if no_store else str(store), timing=timing)
+                   store=None if no_store else str(store), timing=timing,
+                   post_process=None if tracked is None else tracked.observe)
     items, bad_lines = job.read(rollouts)
     if not items and not bad_lines and not allow_empty:
         raise fail(f"{str(rollouts)!r} holds no rollouts (an empty file); pass --allow-empty "
@@ -185,6 +200,8 @@ def score(
         if as_json:
             document = {**result.summary.to_dict(), "check": check.to_dict()}
             write_json(document, sys.stderr if output == "-" else stdout)
+    if tracked is not None:
+        tracked.finish(result.summary.extra.get("usage"), quiet=quiet or as_json)
     if not as_json and not quiet:
         render_summary(result.summary, err_console)
     if not check.passed:
