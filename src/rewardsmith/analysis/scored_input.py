@@ -94,11 +94,12 @@ def _score_of(data: Mapping[str, Any]) -> Score:
     if advantage is not None:
         advantage = _number(advantage, "'advantage'")
     return Score(
-        str(rollout_id), str(group), reward, status, components,
-        {str(k): str(v) for k, v in errors.items()} if errors else {},
-        {str(k): float(v) for k, v in metrics.items()
-         if isinstance(v, (int, float)) and not isinstance(v, bool)} if metrics else {},
-        advantage)
+        id=str(rollout_id), group=str(group), reward=reward, status=status,
+        components=components,
+        errors={str(k): str(v) for k, v in errors.items()} if errors else {},
+        metrics={str(k): float(v) for k, v in metrics.items()
+                 if isinstance(v, (int, float)) and not isinstance(v, bool)} if metrics else {},
+        advantage=advantage)
 
 
 def _read_jsonl(path: Path) -> list[ScoredLine]:
