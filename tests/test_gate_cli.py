@@ -202,6 +202,8 @@ def test_usage_errors_exit_2(runs: dict[str, Path], tmp_path: Path) -> None:
         ("--max-regression", "format=-1"): "must be >= 0",
         ("--confidence", "95"): "confidence must be between 0 and 1",
         ("--resamples", "10"): "resamples must be at least 100",
+        ("--seed", "-1"): "seed must be 0 or more",
+        ("--min-delta", "nan"): "is not a finite number",
         ("--pair-by", "name"): "--pair-by must be auto, id or position",
     }
     for args, message in cases.items():

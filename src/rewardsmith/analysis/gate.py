@@ -257,9 +257,11 @@ def _checks(comparisons: Sequence[Comparison], *, min_delta: float | None,
 
 
 def _validate(min_delta: float | None, max_regression: Mapping[str, float], confidence: float,
-              resamples: int, max_failure_increase: float | None) -> None:
+              resamples: int, seed: int, max_failure_increase: float | None) -> None:
     if not 0 < confidence < 1:
         raise ConfigError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence}")
+    if seed < 0:
+        raise ConfigError(f"seed must be 0 or more, got {seed}")
     if resamples < 100:
         raise ConfigError(f"resamples must be at least 100 for a percentile interval, got "
                           f"{resamples}")
@@ -289,7 +291,7 @@ def gate(new: Sequence[Score], baseline: Sequence[Score], *, min_delta: float | 
     has; ``InputError`` when the runs do not overlap or no pair has a reward on both sides.
     """
     regression = dict(max_regression or {})
-    _validate(min_delta, regression, confidence, resamples, max_failure_increase)
+    _validate(min_delta, regression, confidence, resamples, seed, max_failure_increase)
     pairing = pair_scores(baseline, new, by=pair_by)
     names = [REWARD, *sorted({n for a, b in pairing.pairs for n in (*a.components,
                                                                        *b.components)})]
