@@ -8,14 +8,14 @@ run. Three measurements:
    scope: ``process`` (the peer), ``store`` (the SQLite file beside the store), and with
    ``--ray`` the Ray job's limiter actor (a local cluster this benchmark starts and stops).
 2. The store scope with ``--processes`` processes using one file at once (contention).
-3. End to end: ``--rollouts`` rollouts scored by a judge (``max_concurrency`` 64) against a
-   local server, limits per process against limits in the store: a server that answers at
-   once (the worst case: nothing but the bookkeeping) and one that answers after 50 ms (still
-   far faster than a hosted model).
+3. End to end: rollouts scored by a judge against a local server, limits per process against
+   limits in the store: a server that answers at once with ``max_concurrency`` 64 (the worst
+   case: nothing but the bookkeeping, ``--rollouts``), and one that answers after 200 ms with
+   16 calls in flight (a judge as hosted ones are used; half as many rollouts).
 
 Run: ``.venv/bin/python benchmarks/bench_judge_limits.py [--ray]`` (about 60 s; 40 s more with
-``--ray``). Prints markdown tables. Target: with the 50 ms server, the store scope >= 0.9x the
-per-process throughput (exits 1 when missed); the instant server's ratio is reported.
+``--ray``). Prints markdown tables. Target: with the 200 ms server, the store scope >= 0.9x
+the per-process throughput (exits 1 when missed); the instant server's ratio is reported.
 """
 
 from __future__ import annotations
@@ -95,10 +95,12 @@ def contention(store: str, calls: int, processes: int) -> tuple[float, float]:
     return sum(per_call) / len(per_call), processes * calls / elapsed
 
 
-def end_to_end(base_url: str, store: Path, scope: str, n: int) -> tuple[float, int]:
+def end_to_end(base_url: str, store: Path, scope: str, n: int,
+               concurrency: int) -> tuple[float, int]:
     judge = {"base_url": base_url, "model": MODEL, "store": str(store), "limit_scope": scope,
              "template": "Question: {prompt}\nAnswer: {completion}",
-             "criteria": {"helpful": "Does the answer help the user?"}, **LIMITS}
+             "criteria": {"helpful": "Does the answer help the user?"}, **LIMITS,
+             "max_concurrency": concurrency}
     rubric = Rubric.from_dict({"name": "bench-limits",
                                "components": {"quality": {"judge": judge}}})
     items = [Rollout(f"r{i}", f"g{i // 8}", f"What is {i} times 3?", f"#### {3 * i}", str(3 * i))
@@ -148,8 +150,11 @@ def main() -> int:
         shared_call, shared_rate = contention(str(Path(folder) / "contended.db"), args.calls,
                                               args.processes)
 
-        runs: dict[float, dict[str, tuple[float, int]]] = {}
-        for latency in (0.0, 0.05):
+        runs: dict[tuple[float, int, int], dict[str, tuple[float, int]]] = {}
+        # (server latency, max_concurrency, rollouts): the worst case, then a judge as hosted
+        # ones are used (16 calls in flight, a reply in 200 ms; real ones are slower still).
+        for latency, concurrency, count in ((0.0, 64, args.rollouts),
+                                            (0.2, 16, max(64, args.rollouts // 2))):
             server = subprocess.Popen([sys.executable, str(SERVER), "--latency", str(latency),
                                        "--model", MODEL], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True)
@@ -165,9 +170,9 @@ def main() -> int:
                 for repeat in range(args.repeat):
                     for scope in timings:
                         store_file = Path(folder) / f"e2e-{scope}-{latency}-{repeat}.db"
-                        timings[scope].append(end_to_end(ready[1], store_file, scope,
-                                                         args.rollouts))
-                runs[latency] = {scope: (statistics.median(r[0] for r in found),
+                        timings[scope].append(end_to_end(ready[1], store_file, scope, count,
+                                                         concurrency))
+                runs[(latency, concurrency, count)] = {scope: (statistics.median(r[0] for r in found),
                                          min(r[1] for r in found))
                                  for scope, found in timings.items()}
             finally:
@@ -186,16 +191,16 @@ def main() -> int:
     print(f"| store, {args.processes} processes on one file at once | {shared_call * 1e6:.0f} "
           f"| +{(shared_call - peer) * 1e6:.0f} µs ({shared_rate:.0f} calls/s in all) |")
 
-    print(f"\nend to end: {args.rollouts} rollouts, max_concurrency 64, median of "
-          f"{args.repeat} interleaved runs\n")
-    print("| server answers after | limits | rollouts/s | vs per process | result |")
-    print("|---|---|---:|---:|---|")
+    print(f"\nend to end: median of {args.repeat} interleaved runs\n")
+    print("| server answers after | max_concurrency | rollouts | limits | rollouts/s "
+          "| vs per process | result |")
+    print("|---|---:|---:|---|---:|---:|---|")
     ok = True
-    for latency, by_scope in runs.items():
+    for (latency, concurrency, count), by_scope in runs.items():
         process_rate, process_ok = by_scope["process"]
         store_rate, store_ok = by_scope["store"]
         ratio = store_rate / process_rate
-        complete = process_ok == store_ok == args.rollouts
+        complete = process_ok == store_ok == count
         if latency:
             verdict = "ok" if ratio >= 0.9 and complete else "MISSED"
             verdict += " (target >= 0.9x)"
@@ -203,9 +208,9 @@ def main() -> int:
         else:
             verdict = "(worst case, reported)" if complete else "MISSED (not all scored)"
             ok = ok and complete
-        when = f"{latency * 1000:.0f} ms"
-        print(f"| {when} | per process (peer) | {process_rate:.0f} | 1.00x | |")
-        print(f"| {when} | shared through the store | {store_rate:.0f} | {ratio:.2f}x | "
+        case = f"| {latency * 1000:.0f} ms | {concurrency} | {count} "
+        print(f"{case}| per process (peer) | {process_rate:.0f} | 1.00x | |")
+        print(f"{case}| shared through the store | {store_rate:.0f} | {ratio:.2f}x | "
               f"{verdict} |")
     return 0 if ok else 1
 
