@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rewardsmith import ComponentResult, Rollout, Status
+from rewardsmith import ComponentResult, Rollout, Status, StoreError
 from rewardsmith.store import Store
 from rewardsmith.store_pending import pack_results, unpack_results
 
@@ -172,3 +172,30 @@ def test_the_fast_content_json_is_the_stable_encoders_text(text: str) -> None:
     odd = Rollout("i", "g", [{"role": "user", "content": text}], text, 3, {"b": 1, "a": 2}, True)
     assert odd.content_json() == stable_json([odd.prompt, odd.completion, 3,
                                               {"a": 2, "b": 1}, True])
+
+
+def test_a_run_recorded_in_the_background_is_whole_before_it_is_read(tmp_path: Path) -> None:
+    rollouts = _rollouts(20_000)
+    known: dict[int, tuple[str, str]] = {}
+    with Store(tmp_path / "s.db") as store:
+        run = store.begin_run_background(rollouts, known=known)
+        keys = [r.content_key() for r in rollouts[:5]]
+        store.record_cells("comp", keys, [1.0] * 5)  # while the rollouts are being written
+        assert len(store.members(run)) == 20_000  # waits for the background write
+        store.finish_run(run)
+        assert store.get_run(run).status == "done"
+    assert all(known[id(r)][1] == r.content_key() for r in rollouts[::997])
+    with Store(tmp_path / "s.db") as store:
+        assert store.column("comp", store.members(run))[:6] == [1.0] * 5 + [None]
+
+
+def test_a_background_recording_that_fails_is_reported(tmp_path: Path) -> None:
+    class Unencodable(Rollout):
+        def content_json(self) -> str:
+            raise ValueError("cannot encode this rollout")
+
+    rollouts = [*_rollouts(3), Unencodable("bad", "g", "p", "c")]
+    with Store(tmp_path / "s.db") as store:
+        run = store.begin_run_background(rollouts)
+        with pytest.raises(StoreError, match="cannot encode this rollout"):
+            store.finish_run(run)

@@ -16,7 +16,7 @@ from typing import Any
 from .errors import ConfigError, InputError
 from .io import rollout_from_dict
 from .rubric import Rubric
-from .store import Store, group_result_keys
+from .store import ContentCache, Store, group_result_keys
 from .summary import RunSummary, SummaryBuilder
 from .tabular import read_records, read_rollouts_any, read_scores_any
 from .types import ComponentResult, Rollout, Score, Status, key_of_content
@@ -83,13 +83,16 @@ class RunRecorder:
     rollouts per transaction, and marks the run done at the end."""
 
     def __init__(self, store: Store, run_id: str, rubric: Rubric, *, batch: int = 1024,
-                 keys: Mapping[int, str] | None = None):
+                 keys: Mapping[int, str] | None = None, known: ContentCache | None = None):
         self.store = store
         self.run_id = run_id
         self.names = rubric.names
         self.group_components = [(c.name, c.identity()) for c in rubric.components if c.group]
         self.batch = batch
         self._keys = dict(keys or {})  # id() of a recorded rollout -> its content key
+        # Or, while the store records the run in the background, shared with it: id() ->
+        # (content JSON, key), filled by whichever side encodes a rollout first.
+        self._known = known
         self._pending: dict[str, dict[str, ComponentResult]] = {
             identity: {} for _, identity in self.group_components}
         self._size = 0
@@ -98,12 +101,21 @@ class RunRecorder:
         """``rollout.content_key()``, without hashing again for a rollout of this run (the
         engine's ``content_key`` hook)."""
         key = self._keys.get(id(rollout))
-        return key if key is not None else rollout.content_key()
+        if key is not None:
+            return key
+        known = self._known
+        if known is None:
+            return rollout.content_key()
+        pair = known.get(id(rollout))
+        if pair is None:
+            text = rollout.content_json()
+            pair = known[id(rollout)] = (text, key_of_content(text))
+        return pair[1]
 
     def add_group(self, rollouts: Sequence[Rollout], scores: Sequence[Score]) -> None:
         if not self.group_components:
             return
-        keys = group_result_keys([self._keys.get(id(r)) or r.content_key() for r in rollouts])
+        keys = group_result_keys([self.content_key(r) for r in rollouts])
         for name, identity in self.group_components:
             pending = self._pending[identity]
             for key, score in zip(keys, scores, strict=True):
@@ -129,14 +141,13 @@ class RunRecorder:
 def start_recording(store: Store, rubric: Rubric, rollouts: Sequence[Rollout], *,
                     kind: str = "score", source: str = "") -> RunRecorder:
     """Record a new run of ``rollouts`` scored with ``rubric`` (its rollouts, in order, in one
-    transaction) and return the recorder that keeps its group rewards' results."""
-    contents = [r.content_json() for r in rollouts]
-    keys = [key_of_content(text) for text in contents]
-    run_id = store.begin_run(rollouts, kind=kind, rubric_name=rubric.name, rubric_id=rubric.id,
-                             components=component_records(rubric), source=source, keys=keys,
-                             contents=contents, defer=True)
-    return RunRecorder(store, run_id, rubric,
-                       keys={id(r): k for r, k in zip(rollouts, keys, strict=True)})
+    transaction, while the scoring goes on) and return the recorder that keeps its group
+    rewards' results and answers the engine's content keys."""
+    known: ContentCache = {}
+    run_id = store.begin_run_background(
+        rollouts, kind=kind, rubric_name=rubric.name, rubric_id=rubric.id,
+        components=component_records(rubric), source=source, known=known)
+    return RunRecorder(store, run_id, rubric, known=known)
 
 
 # ------------------------------------------------------------------ importing scored files

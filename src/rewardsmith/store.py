@@ -59,6 +59,7 @@ from .store_pending import (
 from .types import ComponentResult, Rollout, Status, content_hash, key_of_content, stable_json
 
 __all__ = [
+    "ContentCache",
     "DEFAULT_STORE_PATH",
     "Members",
     "RunInfo",
@@ -80,6 +81,8 @@ _REUSABLE = (Status.OK, Status.MASKED)  # failures are retried next time, never 
 
 # A stored result as the fast path wants it: a bare float is an ok result without metrics.
 StoredCell = float | ComponentResult
+# id() of a rollout -> its content JSON and content key, shared while a run is recorded.
+ContentCache = dict[int, tuple[str, str]]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS store_items (
@@ -206,6 +209,9 @@ class Store:
         # first needs them (see _pending_cells).
         self._pending_index: dict[int, dict[str, StoredCell]] | None = None
         self._no_pending = False
+        # A run whose rollouts are being recorded in the background (begin_run_background).
+        self._beginning: threading.Thread | None = None
+        self._begin_error: BaseException | None = None
         reason = read_only_reason(self.path)
         if read_only is None:
             read_only = reason is not None and Path(self.path).exists()
@@ -272,6 +278,10 @@ class Store:
         self._db.execute("COMMIT")
 
     def close(self) -> None:
+        try:
+            self._wait_begun()
+        except StoreError:
+            pass  # the caller is closing: what failed is reported by whatever used the run
         with self._lock:
             self._db.close()
 
@@ -292,6 +302,10 @@ class Store:
     def abandon_runs(self, status: str = "interrupted") -> None:
         """Mark the runs begun here and not finished as ``status`` (best effort: a store that
         cannot be written now leaves them to be read as ``killed`` later)."""
+        try:
+            self._wait_begun()
+        except StoreError:
+            pass
         for run_id in list(self._open_runs):
             try:
                 self.end_run(run_id, status)
@@ -615,8 +629,71 @@ class Store:
             empty = self._db.execute(
                 "SELECT NOT EXISTS (SELECT 1 FROM store_results) AND NOT EXISTS "
                 "(SELECT 1 FROM store_pending_results WHERE run != ?)", (run_id,)).fetchone()[0]
+        if self._deferred_run is None or self._deferred_run == run_id:
+            self._deferred_run = run_id
+            self._no_results = self._no_results if self._beginning else bool(empty)
+
+    def begin_run_background(
+        self,
+        rollouts: Sequence[Rollout],
+        *,
+        kind: str = "score",
+        rubric_name: str = "",
+        rubric_id: str = "",
+        components: Sequence[Mapping[str, Any]] = (),
+        source: str = "",
+        known: ContentCache | None = None,
+    ) -> str:
+        """``begin_run(defer=True)`` off the caller's path: a thread makes each rollout's
+        content JSON and key and records the run while scoring goes on (results recorded
+        meanwhile wait in pending blocks, as for any deferred run). ``known`` (rollout id() ->
+        (content JSON, key)) is shared with whoever else needs the keys, so that each rollout
+        is encoded once. Anything that reads or ends the run waits for the thread first."""
+        if self.read_only:
+            return self.begin_run(rollouts, kind=kind, rubric_name=rubric_name,
+                                  rubric_id=rubric_id, components=components, source=source)
+        self._wait_begun()
+        run_id = _new_run_id(kind)
+        with self._guard("recording the run"):
+            empty = self._db.execute(
+                "SELECT NOT EXISTS (SELECT 1 FROM store_results) AND NOT EXISTS "
+                "(SELECT 1 FROM store_pending_results)").fetchone()[0]
         self._deferred_run = run_id
         self._no_results = bool(empty)
+        shared: ContentCache = known if known is not None else {}
+
+        def record() -> None:
+            try:
+                # From the end: the scoring starts at the front and encodes what it reaches.
+                for rollout in reversed(rollouts):
+                    if id(rollout) not in shared:
+                        text = rollout.content_json()
+                        shared[id(rollout)] = (text, key_of_content(text))
+                pairs = [shared[id(r)] for r in rollouts]
+                self._begin_deferred(run_id, rollouts, [key for _, key in pairs],
+                                     [text for text, _ in pairs], kind=kind,
+                                     rubric_name=rubric_name, rubric_id=rubric_id,
+                                     components=components, source=source)
+            except BaseException as exc:  # noqa: BLE001 - raised where the run is next used
+                self._begin_error = exc
+
+        self._beginning = threading.Thread(target=record, name="rewardsmith-store-run",
+                                           daemon=True)
+        self._beginning.start()
+        return run_id
+
+    def _wait_begun(self) -> None:
+        """Wait for a run being recorded in the background; raise what stopped it."""
+        thread = self._beginning
+        if thread is None:
+            return
+        thread.join()
+        self._beginning = None
+        error, self._begin_error = self._begin_error, None
+        if error is not None:
+            if isinstance(error, StoreError):
+                raise error
+            raise StoreError(f"store {self.path!r}: recording the run failed: {error}") from error
 
     def _run_ended(self, run_id: str) -> None:
         self._open_runs.discard(run_id)
@@ -637,6 +714,7 @@ class Store:
 
     def _pending_rollouts(self, run: str) -> list[tuple[int, str, str, str, str]]:
         """The pending blocks of ``run``'s rollouts, in order (empty when it has none)."""
+        self._wait_begun()
         if self.schema < 3 and self.read_only:
             return []
         with self._guard("reading the run"):
@@ -734,6 +812,7 @@ class Store:
 
     def finish_run(self, run_id: str, summary: Mapping[str, Any] | None = None) -> None:
         """Mark a run done and keep its summary (JSON-serializable numbers)."""
+        self._wait_begun()
         text = json.dumps(dict(summary), default=str) if summary is not None else None
         with self._guard("finishing the run"), self._write():
             self._db.execute(
@@ -746,6 +825,7 @@ class Store:
         ``failed``. A run already done keeps its status."""
         if status not in ("interrupted", "failed"):
             raise ValueError(f"a run ends 'interrupted' or 'failed', not {status!r}")
+        self._wait_begun()
         with self._guard("ending the run"), self._write():
             self._db.execute(
                 "UPDATE store_runs SET status = ?, finished = ? WHERE id = ? "
@@ -754,6 +834,7 @@ class Store:
 
     def runs(self) -> list[RunInfo]:
         """Every recorded run, oldest first."""
+        self._wait_begun()
         with self._guard("listing runs"):
             rows = self._db.execute(
                 "SELECT * FROM store_runs ORDER BY created, rowid").fetchall()
@@ -761,6 +842,7 @@ class Store:
 
     def get_run(self, run_id: str | None = None) -> RunInfo:
         """A run by id (or unique id prefix); ``None`` is the latest run."""
+        self._wait_begun()
         with self._guard("reading runs"):
             if run_id is None:
                 rows = self._db.execute(
