@@ -23,6 +23,7 @@ from typing import IO, Any, cast
 
 from .advantages import apply_advantages
 from .engine import Engine
+from .engine.cells import floats_only
 from .gcpause import gc_paused
 from .recording import (
     RunRecorder,
@@ -283,13 +284,18 @@ def _combine(rubric: Rubric, members: Members, positions: Sequence[int],
         c.requires for c in rubric.components)
     if len(positions) == len(members):  # every rollout: no need to pick positions
         ids, group_ids = members.ids, members.groups
-        cells_by_row = zip(*[columns[name] for name in names], strict=True)
+        picked = [columns[name] for name in names]
     else:
         ids = [members.ids[p] for p in positions]
         group_ids = [members.groups[p] for p in positions]
-        cells_by_row = zip(*[[columns[name][p] for p in positions] for name in names],
-                           strict=True)
+        picked = [[columns[name][p] for p in positions] for name in names]
     fsum, mul, ok = math.fsum, operator.mul, Status.OK
+    if simple and len(names) == 2 and all(floats_only(column) for column in picked):
+        # The common shape in bulk, as the engine combines it (one rounding: the same sum).
+        (n1, n2), (w1, w2) = names, weights
+        return [Score(i, g, w1 * a + w2 * b, ok, {n1: a, n2: b})
+                for i, g, a, b in zip(ids, group_ids, *cast("list[list[float]]", picked))]
+    cells_by_row = zip(*picked, strict=True)
     out = []
     for rollout_id, group, cells in zip(ids, group_ids, cells_by_row, strict=True):
         if simple and all([type(cell) is float for cell in cells]):
