@@ -56,13 +56,31 @@ def test_the_build_needs_no_network() -> None:
     assert config["theme"]["font"] is False  # type: ignore[index]
 
 
-def test_readme_links_point_at_files_that_exist() -> None:
+def _github_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation but - and _ dropped,
+    spaces as hyphens (the same as this site's, for the headings used here)."""
+    anchors = set()
+    fenced = False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return anchors
+
+
+def test_readme_links_point_at_files_and_headings_that_exist() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     targets = [t for t in _LINK.findall(readme) if not t.startswith(("http://", "https://", "#"))]
     assert targets, "the README links into the docs"
     for target in targets:
-        path = (ROOT / target.split("#")[0]).resolve()
+        file, _, anchor = target.partition("#")
+        path = (ROOT / file).resolve()
         assert path.exists(), f"README links to {target}, which does not exist"
+        if anchor:
+            anchors = _github_anchors(path.read_text(encoding="utf-8"))
+            assert anchor in anchors, f"README links to {target}: no such heading in {file}"
 
 
 def test_readme_keeps_the_quickstart_commands_and_the_makefile_has_them() -> None:
