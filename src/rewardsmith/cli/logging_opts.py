@@ -40,6 +40,8 @@ LOG_STEP_OPTION: Any = typer.Option(None, "--log-step", min=0,
 def tracker_names(values: Sequence[str] | None, option: str = "--log-to") -> list[str]:
     """Tracker names from a repeatable option whose values may also be comma-separated;
     an unknown name is a usage error naming the choices."""
+    if not values:
+        return []  # nothing asked: the tracking package is not imported at all
     from ..tracking import TRACKER_NAMES
 
     names: list[str] = []
