@@ -20,7 +20,7 @@ import time
 
 
 def slow(completion):
-    time.sleep(0.03 if completion.startswith("slow") else 0.0)
+    time.sleep(0.3 if completion.startswith("slow") else 0.0)
     return 1.0
 
 
@@ -64,7 +64,7 @@ def test_each_score_carries_each_components_call_time(rewards: Path, workers: in
         assert score.metrics == {"quick.len": 4.0 if score.id != "r3" else 8.0}  # no timing
         assert score.timing["waits"] >= 0.015 and score.timing["group"] >= 0.008
         assert score.to_dict()["timing"] == score.timing
-    assert scores[3].timing["slow"] >= 0.025 > max(s.timing["slow"] for s in scores  # type: ignore[index]
+    assert scores[3].timing["slow"] >= 0.25 > max(s.timing["slow"] for s in scores  # type: ignore[index]
                                                    if s.id != "r3")
 
 
@@ -91,7 +91,7 @@ def test_score_timing_writes_lines_store_and_summary(rewards: Path, tmp_path: Pa
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert all(set(line["timing"]) == {"slow", "format"} for line in lines)
     summary = json.loads(done.stdout)
-    assert summary["timing"]["slow"]["calls"] == 6 and summary["timing"]["slow"]["max"] >= 0.025
+    assert summary["timing"]["slow"]["calls"] == 6 and summary["timing"]["slow"]["max"] >= 0.25
     assert summary["slowest"][0] == {"id": "r3", "component": "slow",
                                      "seconds": summary["timing"]["slow"]["max"]}
     with sqlite3.connect(store) as db:  # each call's time kept beside its result
@@ -99,7 +99,7 @@ def test_score_timing_writes_lines_store_and_summary(rewards: Path, tmp_path: Pa
     times = array("d")
     for (blob,) in blobs:
         times.frombytes(blob)
-    assert len(times) == 12 and max(times) >= 0.025
+    assert len(times) == 12 and max(times) >= 0.25
     # Replayed from the store, a result took no time in this run: no timing for it.
     again = subprocess.run([sys.executable, "-m", "rewardsmith", "score", str(rollouts), "-r",
                             str(rubric), "-o", str(tmp_path / "o2.jsonl"), "--store", str(store),
@@ -113,5 +113,5 @@ def test_score_job_summary_names_the_slowest_calls(rewards: Path) -> None:
     rubric = Rubric([Component("slow", f"{rewards}:slow")])
     result = ScoreJob(rubric, workers=0, timing=True).run_rollouts(_rollouts())
     timing = result.summary.extra["timing"]["slow"]
-    assert timing["calls"] == 6 and timing["p50"] < 0.025 <= timing["max"]
+    assert timing["calls"] == 6 and timing["p50"] < 0.25 <= timing["max"]
     assert result.summary.extra["slowest"][0]["id"] == "r3"

@@ -291,6 +291,11 @@ class Store:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  traceback: object) -> None:
         try:
+            if exc is not None:
+                try:
+                    self._wait_begun()  # a run still being recorded is then marked too
+                except StoreError:
+                    pass
             if exc is not None and self._open_runs:
                 # Stopped by the user (Ctrl-C; SIGTERM arrives as SystemExit from the CLI) or
                 # by an error: say so, instead of leaving the run "running" forever.

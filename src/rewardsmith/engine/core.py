@@ -201,6 +201,9 @@ class Engine:
         """Check every evaluator (judge endpoints) now; raise before anything is scored."""
         if self._checked:
             return
+        if self.backend == "ray" and self._evaluators:
+            # Connect first, so that the judges' shared limits are the whole Ray job's.
+            self._executor_for_work()
         loop = self._ensure_started()
         loop.submit(self._check_all()).result()
         self._checked = True
