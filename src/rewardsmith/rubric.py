@@ -171,7 +171,7 @@ def register_component_kind(key: str, factory: ComponentFactory) -> None:
 
 
 class _ComponentModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use
     reward: str | None = None
     weight: float = 1.0
     params: dict[str, Any] = Field(default_factory=dict)
@@ -190,7 +190,7 @@ class _ComponentModel(BaseModel):
 
 
 class _RubricModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use
     name: str = "rubric"
     components: dict[str, Any]
     formula: str | None = None

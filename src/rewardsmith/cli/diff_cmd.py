@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..diff import DiffReport
 from ._app import app, console, fail, handle_errors
 
@@ -22,6 +22,8 @@ def _num(value: float | None, signed: bool = False) -> str:
 
 
 def render_diff(report: DiffReport, target: Console, *, old: str, new: str) -> None:
+    from rich.table import Table
+
     target.print(f"[bold]{old}[/] -> [bold]{new}[/]: {report.matched:,} rollouts matched by id"
                  + (f", {report.only_old:,} only in the old file" if report.only_old else "")
                  + (f", {report.only_new:,} only in the new file" if report.only_new else ""))

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from ._app import app, console, err_console, handle_errors
 
@@ -61,6 +60,8 @@ def _number(value: Any, digits: int = 3) -> str:
 
 
 def _render(report: dict[str, Any]) -> None:
+    from rich.table import Table
+
     table = Table("criterion", "mode", "cases", "accuracy", "kappa", "spearman", "pair order",
                   "position bias", "sample spread", "unscored", title=f"judge-eval: "
                   f"{report['rubric']} ({report['cases']} cases)")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import typer
-from rich.table import Table
 
 from ._app import app, console
 
@@ -18,6 +17,8 @@ def list_rewards(
 
     Example: rewardsmith list
     """
+    from rich.table import Table
+
     from ..rewards import all_builtins
 
     builtins = all_builtins()

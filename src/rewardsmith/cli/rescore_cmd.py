@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from ._app import EXIT_FAILED, app, console, err_console, fail, handle_errors
 from .backend_opts import BACKEND_HELP, RAY_ADDRESS_HELP, use_backend
@@ -27,6 +25,8 @@ from .score_cmd import DEFAULT_STORE_PATH
 from .streams import results_on_stdout, write_json
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..rescore import RescorePlan, RescoreResult
 
 STORE_HELP = "The store file (SQLite) written by 'rewardsmith score --store'."
@@ -44,6 +44,8 @@ def _money(value: float | None) -> str:
 
 
 def render_plan(plan: RescorePlan, target: Console) -> None:
+    from rich.table import Table
+
     table = Table(title=f"rescore of run {plan.source_run}: {plan.rollouts:,} rollouts, "
                   f"{plan.groups_to_score:,} of {plan.groups:,} groups to score",
                   title_justify="left")
@@ -161,6 +163,8 @@ def runs_command(
 
     Example: rewardsmith runs --store run.db
     """
+    from rich.table import Table
+
     from ..store import Store
 
     with Store(_existing_store(store), read_only=True) as opened:
@@ -196,6 +200,8 @@ def import_scores_command(
 
     Example: rewardsmith import-scores scored.jsonl --rollouts rollouts.jsonl -r v1.yaml
     """
+    from rich.table import Table
+
     from ..files.paths import refuse_output_over_input
     from ..recording import import_scores
     from ..rubric import Rubric

@@ -151,7 +151,6 @@ def score(
     from ..sqlite_setup import read_only_reason
     from ..tabular import is_parquet, write_scores_any
     from .gate import ErrorRateCheck
-    from .render import render_summary
 
     if on_bad_line not in ("fail", "skip"):
         raise fail(f"--on-bad-line must be 'fail' or 'skip', not {on_bad_line!r}")
@@ -203,6 +202,8 @@ def score(
     if tracked is not None:
         tracked.finish(result.summary.extra.get("usage"), quiet=quiet or as_json)
     if not as_json and not quiet:
+        from .render import render_summary  # rich's tables: only when a summary is shown
+
         render_summary(result.summary, err_console)
     if not check.passed:
         if not as_json:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from ..testing.kinds import KIND_NAMES
+from ..testing.kind_names import KIND_NAMES
 from ._app import app, console, err_console, fail, handle_errors
 from .score_cmd import parse_params
 from .streams import results_on_stdout

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from .kind_names import CODE_KINDS, FORMAT_KINDS, KIND_NAMES, STRUCTURED_KINDS, VERIFIER_KINDS
 
 __all__ = [
     "DETECTABLE_KINDS",
@@ -88,11 +89,11 @@ _VERIFIERS: dict[str, tuple[Answers, str]] = {
     "choice": (CHOICE, "plain"),
     "choice-boxed": (CHOICE, "boxed"),
 }
-_FORMATS = ("marker", "think", "length", "pattern")
-# Instruction-following and structured output (see structured_kinds).
-_STRUCTURED = ("ifeval", "json-schema", "json-match", "tool-call")
-_CODE = ("code",)  # programs run against tests (see code_kinds)
-KIND_NAMES: tuple[str, ...] = (*_VERIFIERS, *_FORMATS, *_STRUCTURED, *_CODE)
+if tuple(_VERIFIERS) != VERIFIER_KINDS:
+    raise RuntimeError("kind_names.VERIFIER_KINDS must list the verifier kinds in order")
+_FORMATS = FORMAT_KINDS
+_STRUCTURED = STRUCTURED_KINDS
+_CODE = CODE_KINDS
 # What the harness tries on a reward it knows nothing about (a user's function).
 DETECTABLE_KINDS: tuple[str, ...] = (*_VERIFIERS, "think")
 

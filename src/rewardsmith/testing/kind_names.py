@@ -1,0 +1,14 @@
+"""The names of the kinds of reward ``rewardsmith test`` knows (see ``kinds``): here alone, so
+that the CLI's help can list them without building the kinds themselves."""
+
+from __future__ import annotations
+
+__all__ = ["CODE_KINDS", "FORMAT_KINDS", "KIND_NAMES", "STRUCTURED_KINDS", "VERIFIER_KINDS"]
+
+VERIFIER_KINDS = ("number", "number-marker", "number-boxed", "text", "text-boxed", "choice",
+                  "choice-boxed")
+FORMAT_KINDS = ("marker", "think", "length", "pattern")
+# Instruction-following and structured output (see kinds.structured_kinds).
+STRUCTURED_KINDS = ("ifeval", "json-schema", "json-match", "tool-call")
+CODE_KINDS = ("code",)  # programs run against tests (see kinds.code_kinds)
+KIND_NAMES: tuple[str, ...] = (*VERIFIER_KINDS, *FORMAT_KINDS, *STRUCTURED_KINDS, *CODE_KINDS)
