@@ -76,6 +76,10 @@ def pack_results(keys: Sequence[str], cells: Sequence[Any],
                  seconds: Sequence[float] | None = None) -> PackedResults | None:
     """The reusable cells (plain floats, ok and masked results) of one batch as one block;
     None when there is none."""
+    if seconds is None and cells and set(map(type, cells)) == {float}:
+        values = array("d", cells)  # the usual batch: plain floats, packed at C speed
+        if not any(map(math.isnan, values)):
+            return json.dumps(list(keys)), values.tobytes(), None, None
     kept_keys: list[str] = []
     values = array("d")
     kept_seconds = array("d")
