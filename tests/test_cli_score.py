@@ -137,10 +137,9 @@ def test_list_and_demo() -> None:
 
 def test_every_verb_has_help_with_an_example() -> None:
     import typer
+    from typer.testing import CliRunner
 
     from rewardsmith.cli import app
-
-    from typer.testing import CliRunner
 
     assert run("--help").returncode == 0
     verbs = sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
