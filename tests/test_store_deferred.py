@@ -199,3 +199,19 @@ def test_a_background_recording_that_fails_is_reported(tmp_path: Path) -> None:
         run = store.begin_run_background(rollouts)
         with pytest.raises(StoreError, match="cannot encode this rollout"):
             store.finish_run(run)
+
+
+def test_a_run_killed_before_its_rollouts_were_written_is_listed_and_refused_for_rescore(
+        tmp_path: Path) -> None:
+    from rewardsmith import Component, Rubric
+    from rewardsmith.rescore import rescore
+
+    path = tmp_path / "s.db"
+    with Store(path) as store:
+        run = store.begin_run_background(_rollouts(4))
+        store._wait_begun()
+        store._db.execute("DELETE FROM store_pending_rollouts")  # as if killed before the write
+    with Store(path) as store:
+        assert [r.id for r in store.runs()] == [run]
+        with pytest.raises(StoreError, match="holds none of its 4 rollouts"):
+            rescore(store, Rubric([Component("n", "number")]), run=run)

@@ -24,6 +24,7 @@ from typing import IO, Any, cast
 from .advantages import apply_advantages
 from .engine import Engine
 from .engine.cells import floats_only
+from .errors import StoreError
 from .gcpause import gc_paused
 from .recording import (
     RunRecorder,
@@ -142,6 +143,10 @@ def rescore(
     source = store.get_run(run)
     with gc_paused():
         members = store.members(source.id)
+        if not members and source.size:
+            raise StoreError(f"run {source.id} of {store.path!r} holds none of its "
+                             f"{source.size:,} rollouts (it was stopped before they were "
+                             f"recorded): score the rollouts file again instead")
         groups = group_positions(members.groups)
         columns = _stored_columns(store, rubric, source.id, members, groups)
         todo = _groups_to_score(rubric, columns, groups, members)

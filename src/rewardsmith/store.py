@@ -618,7 +618,7 @@ class Store:
     def _begin_deferred(self, run_id: str, rollouts: Sequence[Rollout], keys: Sequence[str],
                         contents: Sequence[str], *, kind: str, rubric_name: str,
                         rubric_id: str, components: Sequence[Mapping[str, Any]],
-                        source: str) -> None:
+                        source: str, insert_run: bool = True) -> None:
         with self._guard("recording the run"), self._write():
             for start in range(0, len(rollouts), ROLLOUT_CHUNK):
                 chunk = rollouts[start:start + ROLLOUT_CHUNK]
@@ -628,8 +628,9 @@ class Store:
                      json.dumps([r.group for r in chunk]),
                      json.dumps(list(keys[start:start + ROLLOUT_CHUNK])),
                      "[" + ",".join(contents[start:start + ROLLOUT_CHUNK]) + "]"))
-            self._insert_run(run_id, kind, rubric_name, rubric_id, source, None, run_id,
-                             len(rollouts), components)
+            if insert_run:
+                self._insert_run(run_id, kind, rubric_name, rubric_id, source, None, run_id,
+                                 len(rollouts), components)
             # Nothing stored yet: no look-up can hit while this run records.
             empty = self._db.execute(
                 "SELECT NOT EXISTS (SELECT 1 FROM store_results) AND NOT EXISTS "
@@ -653,13 +654,18 @@ class Store:
         content JSON and key and records the run while scoring goes on (results recorded
         meanwhile wait in pending blocks, as for any deferred run). ``known`` (rollout id() ->
         (content JSON, key)) is shared with whoever else needs the keys, so that each rollout
-        is encoded once. Anything that reads or ends the run waits for the thread first."""
+        is encoded once. Anything that reads or ends the run waits for the thread first. The
+        run is listed at once; a run killed before its rollouts are written has none."""
         if self.read_only:
             return self.begin_run(rollouts, kind=kind, rubric_name=rubric_name,
                                   rubric_id=rubric_id, components=components, source=source)
         self._wait_begun()
         run_id = _new_run_id(kind)
-        with self._guard("recording the run"):
+        with self._guard("recording the run"), self._write():
+            # The run itself now, so that a kill at any moment leaves it listed (as killed);
+            # its rollouts follow in one transaction of their own.
+            self._insert_run(run_id, kind, rubric_name, rubric_id, source, None, run_id,
+                             len(rollouts), components)
             empty = self._db.execute(
                 "SELECT NOT EXISTS (SELECT 1 FROM store_results) AND NOT EXISTS "
                 "(SELECT 1 FROM store_pending_results)").fetchone()[0]
@@ -678,7 +684,7 @@ class Store:
                 self._begin_deferred(run_id, rollouts, [key for _, key in pairs],
                                      [text for text, _ in pairs], kind=kind,
                                      rubric_name=rubric_name, rubric_id=rubric_id,
-                                     components=components, source=source)
+                                     components=components, source=source, insert_run=False)
             except BaseException as exc:  # noqa: BLE001 - raised where the run is next used
                 self._begin_error = exc
 
