@@ -151,7 +151,7 @@ def main() -> None:
         print(json.dumps(measure(args.mode, args.rollouts, args.repeat)))
         return
     rows = []
-    for mode, target in (("one-core", 0.8), ("two-workers", 1.5)):
+    for mode, target in (("one-core", 0.95), ("two-workers", 1.75)):
         done = subprocess.run(
             [
                 sys.executable,
