@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Protocol, runtime_checkable
@@ -59,7 +60,7 @@ def _checked(metrics: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-class TrackerBase:
+class TrackerBase(ABC):
     """Step numbering and ``log_scores`` for a tracker that implements ``_write``.
 
     Steps start at 0 and go up by one per call unless given. A given step may repeat the last
@@ -79,11 +80,13 @@ class TrackerBase:
         """The last step logged (None before the first)."""
         return self._last_step
 
+    @abstractmethod
     def _write(self, metrics: dict[str, float], step: int) -> None:
-        raise NotImplementedError
+        """Send one step's metrics to the tracker."""
 
+    @abstractmethod
     def _finish(self) -> None:
-        raise NotImplementedError
+        """Flush and end what this tracker opened."""
 
     def _next(self, step: int | None) -> int:
         if self._closed:
