@@ -632,9 +632,7 @@ class Store:
                 self._insert_run(run_id, kind, rubric_name, rubric_id, source, None, run_id,
                                  len(rollouts), components)
             # Nothing stored yet: no look-up can hit while this run records.
-            empty = self._db.execute(
-                "SELECT NOT EXISTS (SELECT 1 FROM store_results) AND NOT EXISTS "
-                "(SELECT 1 FROM store_pending_results WHERE run != ?)", (run_id,)).fetchone()[0]
+            empty = self._holds_no_results(besides=run_id)
         if self._deferred_run is None or self._deferred_run == run_id:
             self._deferred_run = run_id
             self._no_results = self._no_results if self._beginning else bool(empty)
@@ -666,9 +664,7 @@ class Store:
             # its rollouts follow in one transaction of their own.
             self._insert_run(run_id, kind, rubric_name, rubric_id, source, None, run_id,
                              len(rollouts), components)
-            empty = self._db.execute(
-                "SELECT NOT EXISTS (SELECT 1 FROM store_results) AND NOT EXISTS "
-                "(SELECT 1 FROM store_pending_results)").fetchone()[0]
+            empty = self._holds_no_results(besides=run_id)
         self._deferred_run = run_id
         self._no_results = bool(empty)
         shared: ContentCache = known if known is not None else {}
@@ -705,6 +701,12 @@ class Store:
             if isinstance(error, StoreError):
                 raise error
             raise StoreError(f"store {self.path!r}: recording the run failed: {error}") from error
+
+    def _holds_no_results(self, *, besides: str) -> bool:
+        """No result stored, in the tables or pending, other than run ``besides``'s."""
+        return bool(self._db.execute(
+            "SELECT NOT EXISTS (SELECT 1 FROM store_results) AND NOT EXISTS "
+            "(SELECT 1 FROM store_pending_results WHERE run != ?)", (besides,)).fetchone()[0])
 
     def _run_ended(self, run_id: str) -> None:
         self._open_runs.discard(run_id)
