@@ -77,7 +77,7 @@ def test_spearman_with_ties_and_constant_sides() -> None:
 
 def test_duplicate_ids_are_refused() -> None:
     twice = [Score("a", "g", 1.0), Score("a", "g", 0.0)]
-    with pytest.raises(InputError, match="'a' appears twice in the old file"):
+    with pytest.raises(InputError, match="'a' appears twice in the old run"):
         diff_scores(twice, twice)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .io import scores_by_id
 from .store import Store
 from .tabular import read_rollouts_any, read_scores_any
 from .types import Rollout, Score
@@ -179,22 +179,12 @@ def first_line(rollout: Rollout, width: int = 80) -> str:
 # ------------------------------------------------------------------ the report
 
 
-def _by_id(scores: Sequence[Score], which: str) -> dict[str, Score]:
-    out: dict[str, Score] = {}
-    for score in scores:
-        if score.id in out:
-            raise InputError(f"rollout id {score.id!r} appears twice in the {which} file: ids "
-                             f"must be unique to match the two files")
-        out[score.id] = score
-    return out
-
-
 def diff_scores(old: Sequence[Score], new: Sequence[Score], *, top: int = 10,
                 rollouts: Callable[[Sequence[str]], Mapping[str, Rollout]] | None = None
                 ) -> DiffReport:
     """Compare two lists of scores of the same rollouts. ``rollouts(ids)`` may supply the
     rollouts of the top movers, to show their completions' first lines."""
-    old_by_id, new_by_id = _by_id(old, "old"), _by_id(new, "new")
+    old_by_id, new_by_id = scores_by_id(old, "old"), scores_by_id(new, "new")
     matched = [(old_by_id[i], new_by_id[i]) for i in old_by_id if i in new_by_id]
     names = list(dict.fromkeys([n for s in old for n in s.components]
                                + [n for s in new for n in s.components]))

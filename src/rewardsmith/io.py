@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -32,6 +32,7 @@ from .types import Rollout, Score, content_hash
 
 __all__ = [
     "RolloutReader",
+    "scores_by_id",
     "rollout_from_dict",
     "read_json_objects",
     "read_rollouts",
@@ -260,4 +261,16 @@ def read_scores(path: str | Path) -> list[Score]:
         except (ValueError, TypeError, KeyError) as exc:
             raise InputError(f"not a scored rollout: {exc}", source=str(path),
                              line=number) from exc
+    return out
+
+
+def scores_by_id(scores: Sequence[Score], which: str) -> dict[str, Score]:
+    """Scores by rollout id, to match two scored runs; a repeated id is an ``InputError``
+    naming ``which`` run it is in."""
+    out: dict[str, Score] = {}
+    for score in scores:
+        if score.id in out:
+            raise InputError(f"rollout id {score.id!r} appears twice in the {which} run: ids "
+                             f"must be unique to match two runs")
+        out[score.id] = score
     return out

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import ConfigError, InputError
+from ..io import scores_by_id
 from ..types import Score
 
 __all__ = ["PAIR_BY", "PairBy", "Pairing", "examples", "pair_scores"]
@@ -26,16 +27,6 @@ class Pairing:
     pairs: list[tuple[Score, Score]]  # (baseline, new), both in the same group
     unpaired_baseline: list[str] = field(default_factory=list)  # ids
     unpaired_new: list[str] = field(default_factory=list)
-
-
-def _by_id(scores: Sequence[Score], which: str) -> dict[str, Score]:
-    out: dict[str, Score] = {}
-    for score in scores:
-        if score.id in out:
-            raise InputError(f"rollout id {score.id!r} appears twice in the {which} run: ids "
-                             f"must be unique to pair the runs")
-        out[score.id] = score
-    return out
 
 
 def _group_mismatch(baseline: dict[str, Score], new: dict[str, Score]) -> str | None:
@@ -82,7 +73,7 @@ def pair_scores(baseline: Sequence[Score], new: Sequence[Score], *,
         raise ConfigError(f"pair by must be one of {', '.join(PAIR_BY)}, got {by!r}")
     pairing: Pairing | None = None
     if by in ("auto", "id"):
-        old_ids, new_ids = _by_id(baseline, "baseline"), _by_id(new, "new")
+        old_ids, new_ids = scores_by_id(baseline, "baseline"), scores_by_id(new, "new")
         mismatch = _group_mismatch(old_ids, new_ids)
         if by == "id" and mismatch is not None:
             raise InputError(f"cannot pair by id: {mismatch}")
