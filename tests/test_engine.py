@@ -249,6 +249,22 @@ def test_workers_and_in_process_agree_on_every_kind_of_return() -> None:
     assert in_workers[1].metrics == {"dict.length": 6.0} and in_workers[1].reward == 5.5
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_rewards_reading_no_field_or_fields_in_any_order(workers: int) -> None:
+    rubric = Rubric([Component("constant", spec("constant")),
+                     Component("first", spec("answer_first")),
+                     Component("len", spec("exact_len"))])
+    items = [Rollout(str(i), f"g{i // 4}", "p", f"so {i % 3}", i % 2) for i in range(40)]
+    with Engine(rubric, workers=workers) as engine:
+        scores = engine.score(items)
+    assert all(s.status is Status.OK for s in scores)
+    assert [s.components["constant"] for s in scores] == [0.25] * 40
+    assert [s.components["first"] for s in scores] == [
+        1.0 if r.text.endswith(str(r.answer)) else 0.0 for r in items]
+    assert [s.components["len"] for s in scores] == [
+        float(len(r.text) == r.answer) for r in items]
+
+
 class _DictCache:
     """A result cache in memory, with what it was asked to keep."""
 

@@ -44,6 +44,7 @@ __all__ = [
     "make_binder",
     "make_group_binder",
     "make_row_binder",
+    "row_positions",
     "row_fields",
     "ROW_FIELDS",
     "to_component_result",
@@ -252,6 +253,18 @@ def make_row_binder(
         return func(**kwargs)
 
     return call
+
+
+def row_positions(func: Callable[..., Any], params: Mapping[str, Any] | None,
+                  layout: Sequence[str], *, what: str = "reward") -> list[int] | None:
+    """Where ``func``'s arguments lie in a row of ``layout`` when it takes them positionally,
+    in order, and no params are bound: then it is called straight on the columns (no binder in
+    between). None otherwise."""
+    injected, constants = _plan(func, params or {}, _SINGLE_FIELDS, _KWARGS_FIELDS, what)
+    names = [name for name, _ in injected]
+    if constants or not names or not _leading_positional(func, names):
+        return None
+    return [layout.index(_ROW_FIELD_OF[name]) for name in names]
 
 
 def make_group_binder(

@@ -11,7 +11,8 @@ limit counts from when the call starts, not from when it was queued. Work is sen
 
 A program may also offer ``segments(items, shared)`` for a batch given as a ``range``: runs of
 calls that share one function, which the worker then makes in a tight loop (no per-call
-dispatch through the program). A program for async calls offers ``rows``, ``start`` and
+dispatch through the program). A segment is ``(call, args, fix[, limit[, spread]])``: one call
+per arg (``call(*arg)`` when ``spread``), ``fix`` reading a value that is not a finite float. A program for async calls offers ``rows``, ``start`` and
 ``finish`` (see ``AsyncProgram``); its batches run concurrently on the worker's event loop.
 
 What a pool guarantees (the worker's side is ``rewardsmith.worker_process``):

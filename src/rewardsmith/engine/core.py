@@ -526,13 +526,11 @@ class Engine:
         per-call bookkeeping unless a call fails."""
         first, end = block
         size = len(rollouts)
+        runs: list[tuple[Callable[..., Any], list[Sequence[Any]]]]
         if self._layout is not None:
             # The fields every reward reads are taken once per rollout, not once per reward.
-            program = self._program
-            rows = program.build_rows(self._payload(rollouts))
-            runs: list[tuple[Callable[[Any], Any], Sequence[Any]]] = [
-                (call, args) for call, args, _fix, _limit in program.runs(
-                    range(first * size, end * size), rows)]
+            runs = [(call, args) for call, args, _fix, _limit in self._program.runs(
+                range(first * size, end * size), self._payload(rollouts))]
         else:
             if self._inline_binders is None:
                 binders = [make_binder(c.func, c.params,  # type: ignore[arg-type]
@@ -540,19 +538,21 @@ class Engine:
                 self._inline_binders = ([timed(b, c.reward_key)
                                          for b, c in zip(binders, self._singles)]
                                         if self.timing else binders)
-            runs = [(binder, rollouts) for binder in self._inline_binders[first:end]]
+            runs = [(binder, [rollouts]) for binder in self._inline_binders[first:end]]
         for component, (call, args), column in zip(self._singles[first:end], runs,
                                                    columns[first:end]):
             values: list[Any] = []
-            append = values.append
-            while len(values) < len(args):
-                # One try per run of successful calls, not per call; a failing call is
-                # recorded and the loop resumes right after it (nothing is called twice).
+            extend = values.extend
+            while len(values) < size:
+                # One try per run of successful calls, not per call: ``extend`` keeps what
+                # the calls before a failing one returned; the failure is recorded and the
+                # calls resume right after it (nothing is called twice).
+                done = len(values)
                 try:
-                    for arg in itertools.islice(args, len(values), None):
-                        append(call(arg))
+                    extend(map(call, *[itertools.islice(a, done, None) if done else a
+                                       for a in args]))
                 except Exception as exc:  # noqa: BLE001 - a failure is data
-                    append(ComponentResult.failed(Status.ERROR, format_exception(exc)))
+                    values.append(ComponentResult.failed(Status.ERROR, format_exception(exc)))
             if floats_only(values) and math.isfinite(sum(values)):
                 column[:] = values  # plain finite floats: the usual case
                 plain.add(component.name)

@@ -19,6 +19,7 @@ from ..calling import (
     make_group_binder,
     make_row_binder,
     row_fields,
+    row_positions,
     to_component_result,
 )
 from ..loading import load_reward
@@ -55,6 +56,7 @@ class SyncProgram:
         self.layout = list(layout) if layout is not None else None
         self.timing = timing  # each result carries its call's time (see engine.timing)
         self._calls: list[Callable[[Any], Any]] | None = None
+        self._direct: list[tuple[Callable[..., Any], list[int]] | None] = []
         self._group_calls: list[Callable[[Any], Any]] = []
         self._shared: Any = None
         self._args: list[Any] = []
@@ -68,6 +70,7 @@ class SyncProgram:
         self.limits, self.group_limits = state["limits"], state["group_limits"]
         self.timing = state.get("timing", False)
         self._calls = None
+        self._direct = []
         self._group_calls = []
         self._shared = None
         self._args = []
@@ -76,6 +79,7 @@ class SyncProgram:
         """One callable per single reward, taking one row (see ``build_rows``)."""
         if self._calls is None:
             calls: list[Callable[[Any], Any]] = []
+            direct: list[tuple[Callable[..., Any], list[int]] | None] = []
             group_calls: list[Callable[[Any], Any]] = []
             for reward, params, key, name in self.singles:
                 func = load_reward(reward).func if isinstance(reward, str) else reward
@@ -84,11 +88,15 @@ class SyncProgram:
                     make_row_binder(func, params, self.layout, what=what)
                     if self.layout is not None else make_binder(func, params, what=what))
                 calls.append(timed(call, key) if self.timing else call)
+                positions = (row_positions(func, params, self.layout, what=what)
+                             if self.layout is not None and not self.timing else None)
+                direct.append((func, positions) if positions is not None else None)
             for reward, params, key, name in self.groups:
                 func = load_reward(reward).func if isinstance(reward, str) else reward
                 group_call = make_group_binder(func, params, what=f"component {name!r}")
                 group_calls.append(timed_group(group_call, key) if self.timing else group_call)
             self._group_calls = group_calls
+            self._direct = direct
             self._calls = calls
         return self._calls
 
@@ -110,24 +118,45 @@ class SyncProgram:
             self._shared = shared
         return self._args
 
-    def runs(self, items: range, rows: list[Any]
-             ) -> Iterator[tuple[Callable[[Any], Any], list[Any], Callable[[Any], Any], float]]:
-        """The calls of a range of items: one run of rows per reward, with how to read a
-        value that is not a finite float, and the reward's time limit."""
+    def runs(self, items: range, shared: Any
+             ) -> Iterator[tuple[Callable[..., Any], list[Sequence[Any]], Callable[[Any], Any],
+                                 float]]:
+        """The calls of a range of items on a payload: one run per reward, as the reward's
+        callable, the columns it takes (one argument from each, in order), how to read a
+        value that is not a finite float, and the reward's time limit.
+
+        A reward that takes its fields positionally is called straight on the payload's
+        columns; any other through its binder, on the rows."""
         calls = self.calls()
-        count = len(rows)
+        direct = self._direct
+        count = len(shared[0]) if self.layout is not None else len(shared)
+        rows: list[Any] | None = None
         for k, call in enumerate(calls):
             low = max(items.start, k * count) - k * count
             high = min(items.stop, (k + 1) * count) - k * count
-            if low < high:
-                yield (call, rows[low:high], functools.partial(read_value, self.singles[k][2]),
+            if low >= high:
+                continue
+            fix = functools.partial(read_value, self.singles[k][2])
+            spec = direct[k]
+            if spec is not None:
+                func, positions = spec
+                yield (func, [_part(shared[p], low, high, count) for p in positions], fix,
                        self.limits[k])
+                continue
+            if rows is None:
+                rows = self.build_rows(shared)
+            yield call, [_part(rows, low, high, count)], fix, self.limits[k]
 
     def segments(self, items: range, shared: Any
-                 ) -> Iterator[tuple[Callable[[Any], Any], list[Any], Callable[[Any], Any],
-                                     float]]:
-        """The worker's fast path (see ``rewardsmith.workers``)."""
-        return self.runs(items, self._rows(shared))
+                 ) -> Iterator[tuple[Callable[..., Any], Sequence[Any], Callable[[Any], Any],
+                                     float, bool]]:
+        """The worker's fast path (see ``rewardsmith.workers``): each run's arguments one per
+        call, spread into the call when a reward takes more than one."""
+        for call, columns, fix, limit in self.runs(items, shared):
+            if len(columns) == 1:
+                yield call, columns[0], fix, limit, False
+            else:
+                yield call, list(zip(*columns)), fix, limit, True
 
     def call_item(self, item: Any, rows: list[Any]) -> Any:
         """Make one call: an int item on ``rows``, or a group item."""
@@ -226,14 +255,21 @@ class AsyncProgram:
 
 
 def row_layout(components: Sequence[Component]) -> list[str] | None:
-    """The fields every single sync reward reads, in a fixed order; None means whole rollouts."""
+    """The fields every single sync reward reads, in a fixed order; None means whole rollouts.
+
+    Never empty: rewards that read no field still get the ids, whose column gives the batch
+    its number of rows."""
     needed: set[str] = set()
     for component in components:
         fields = row_fields(component.func, component.params)  # type: ignore[arg-type]
         if fields is None:
             return None
         needed |= fields
-    return [name for name in ROW_FIELDS if name in needed]
+    return [name for name in ROW_FIELDS if name in needed] or ["id"]
+
+
+def _part(values: Sequence[Any], low: int, high: int, count: int) -> Sequence[Any]:
+    return values if low == 0 and high == count else values[low:high]
 
 
 def column_of(name: str, rollouts: list[Rollout]) -> list[Any]:
