@@ -14,7 +14,7 @@ import pytest
 
 from rewardsmith import ComponentResult, Rollout, Status, StoreError
 from rewardsmith.store import Store
-from rewardsmith.store_pending import pack_results, unpack_results
+from rewardsmith.store_pending import block_keys, block_positions, pack_results, unpack_results
 
 
 def _rollouts(count: int) -> list[Rollout]:
@@ -31,15 +31,32 @@ def test_packed_blocks_keep_every_reusable_cell_and_drop_failures() -> None:
     keys = [f"k{i}" for i in range(len(CELLS))]
     packed = pack_results(keys, CELLS, seconds=[0.1 * i for i in range(len(CELLS))])
     assert packed is not None
-    rows = unpack_results(*packed)
+    rows = unpack_results(block_keys(packed[0], None) or [], *packed[1:])
     assert [row[0] for row in rows] == ["k0", "k1", "k2", "k4"]  # error, timeout dropped
     assert rows[0][1:4] == (1.0, 0, None) and rows[3][1] == 0.25
     assert rows[1][1] is None and rows[1][2] != 0  # masked
     assert rows[2][1] == 0.5 and rows[2][4] == '{"len": 3.0}'
     assert [round(row[5] or 0, 6) for row in rows] == [0.0, 0.1, 0.2, 0.4]
     assert pack_results(["a"], [ComponentResult(None, Status.ERROR, "x")]) is None
-    nan_rows = unpack_results(*pack_results(["n"], [math.nan]))  # type: ignore[misc]
+    nan_packed = pack_results(["n"], [math.nan])
+    assert nan_packed is not None
+    nan_rows = unpack_results(["n"], *nan_packed[1:])
     assert math.isnan(nan_rows[0][1] or 0.0)
+
+
+def test_blocks_name_their_rollouts_by_position_in_their_run() -> None:
+    run_keys = [f"key{i}" for i in range(10)]
+    consecutive = pack_results([3, 4, 5], [1.0, 0.5, 0.0])
+    assert consecutive is not None and consecutive[0] == "@3:3"
+    assert block_positions(consecutive[0]) == [3, 4, 5]
+    assert block_keys(consecutive[0], run_keys) == ["key3", "key4", "key5"]
+    # Dropped failures leave gaps: the positions are then listed.
+    gapped = pack_results([0, 1, 2], [1.0, ComponentResult(None, Status.ERROR, "x"), 0.5])
+    assert gapped is not None and gapped[0] == "@[0,2]"
+    assert block_keys(gapped[0], run_keys) == ["key0", "key2"]
+    # Keys as before; positions without their run's keys (not recorded yet) give none.
+    assert block_keys('["a", "b"]', None) == ["a", "b"]
+    assert block_keys("@8:3", run_keys) is None and block_keys("@0:1", None) is None
 
 
 def _record_run(path: Path, rollouts: list[Rollout], *, defer: bool) -> str:
@@ -181,10 +198,13 @@ def test_a_run_recorded_in_the_background_is_whole_before_it_is_read(tmp_path: P
         run = store.begin_run_background(rollouts, known=known)
         keys = [r.content_key() for r in rollouts[:5]]
         store.record_cells("comp", keys, [1.0] * 5)  # while the rollouts are being written
-        assert len(store.members(run)) == 20_000  # waits for the background write
+        members = store.members(run)  # waits for the background write
+        assert len(members) == 20_000
+        assert all(members.keys[i] == rollouts[i].content_key() for i in range(0, 20_000, 997))
         store.finish_run(run)
         assert store.get_run(run).status == "done"
-    assert all(known[id(r)][1] == r.content_key() for r in rollouts[::997])
+    assert all(pair[1] == rollouts[0].content_key() for pair in [known.get(id(rollouts[0]))]
+               if pair is not None)
     with Store(tmp_path / "s.db") as store:
         assert store.column("comp", store.members(run))[:6] == [1.0] * 5 + [None]
 
@@ -215,3 +235,110 @@ def test_a_run_killed_before_its_rollouts_were_written_is_listed_and_refused_for
         assert [r.id for r in store.runs()] == [run]
         with pytest.raises(StoreError, match="holds none of its 4 rollouts"):
             rescore(store, Rubric([Component("n", "number")]), run=run)
+
+
+@pytest.fixture
+def helper_for_small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs of any size recorded by the helper process, as on a machine with cores to spare."""
+    from rewardsmith import store_background
+
+    monkeypatch.setattr(store_background, "MIN_ROLLOUTS", 1)
+    monkeypatch.setattr(store_background, "_cores", lambda: 2)
+
+
+def _odd_rollouts() -> list[Rollout]:
+    texts = ["plain", "", "ünïcode ✓ 🎉", "quote \" and \\ back", "line\nbreak\ttab",
+             "\u2028\u2029", "\ud800 lone surrogate", "\x00 nul"]
+    out = [Rollout(f"t{i}", f"g{i // 2}", text, text[::-1], text, {}, i % 2 == 0)
+           for i, text in enumerate(texts)]
+    out.append(Rollout("chat", "gc", [{"role": "user", "content": "hi"}],
+                       [{"role": "assistant", "content": "#### 4"}], 4, {"b": [1, 2], "a": None},
+                       False))
+    out.append(Rollout("float", "gc", "p", "c", 0.1, {"x": 1.5}, True))
+    return out
+
+
+@pytest.mark.usefixtures("helper_for_small_runs")
+def test_a_helper_process_records_the_same_rollouts_as_this_process(tmp_path: Path) -> None:
+    rollouts = _odd_rollouts() * 3
+    with Store(tmp_path / "helper.db") as store:
+        run = store.begin_run_background(rollouts)
+        store.finish_run(run)
+        by_helper = store.members(run), store.load_rollouts(run)
+    from rewardsmith import store_background
+
+    store_background.MIN_ROLLOUTS = 10**9  # (restored by the fixture)
+    with Store(tmp_path / "here.db") as store:
+        run = store.begin_run_background(rollouts)
+        store.finish_run(run)
+        by_thread = store.members(run), store.load_rollouts(run)
+    assert by_helper[0].keys == by_thread[0].keys == [r.content_key() for r in rollouts]
+    assert by_helper[1] == by_thread[1] == rollouts
+
+
+@pytest.mark.usefixtures("helper_for_small_runs")
+def test_results_kept_by_position_are_found_by_later_runs_and_survive_settling(
+        tmp_path: Path) -> None:
+    from rewardsmith import Component, Engine, Rubric
+    from rewardsmith.rescore import rescore
+
+    rollouts = _rollouts(300)
+    rubric = Rubric([Component("n", "number"), Component("len", "length",
+                                                          params={"max_length": 10, "buffer": 5})])
+    path = tmp_path / "s.db"
+    with Store(path) as store:
+        run = store.begin_run_background(rollouts)
+        assert store.holds_nothing()  # a fresh store: no look-up, no content key
+        with Engine(rubric, workers=0, cache=store, batch_rollouts=64) as engine:
+            first = engine.score(rollouts)
+        store.finish_run(run)
+        texts = [row[0] for row in store._db.execute(
+            "SELECT keys FROM store_pending_results").fetchall()]
+        assert texts and all(text.startswith("@") for text in texts)
+    with Store(path) as store:
+        members = store.members(run)
+        assert store.column(rubric.components[0].identity(), members) == [
+            s.components["n"] for s in first]
+        with Engine(rubric, workers=0, cache=store) as engine:
+            again = engine.score(rollouts)
+            assert engine.calls == 0  # every result found by content key
+        assert [s.to_dict() for s in again] == [s.to_dict() for s in first]
+        store._settle()
+        assert store._db.execute("SELECT count(*) FROM store_pending_results").fetchone() == (0,)
+        assert rescore(store, rubric, run=run).reward_calls == 0
+
+
+@pytest.mark.usefixtures("helper_for_small_runs")
+def test_a_helper_that_cannot_start_leaves_the_recording_to_this_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rewardsmith import workers
+
+    def refuse(process: object) -> None:
+        raise OSError("no processes here")
+
+    monkeypatch.setattr(workers, "start_without_main", refuse)
+    rollouts = _rollouts(50)
+    with Store(tmp_path / "s.db") as store:
+        run = store.begin_run_background(rollouts)
+        store.finish_run(run)
+        assert store.members(run).keys == [r.content_key() for r in rollouts]
+
+
+@pytest.mark.usefixtures("helper_for_small_runs")
+def test_a_score_job_recorded_by_the_helper_rescores_from_the_store(tmp_path: Path) -> None:
+    import io
+
+    from rewardsmith import Component, Rubric, ScoreJob
+    from rewardsmith.rescore import rescore
+
+    rollouts = _rollouts(200)
+    rubric = Rubric([Component("n", "number")])
+    path = tmp_path / "s.db"
+    result = ScoreJob(rubric, workers=0, store=path).run_rollouts(rollouts, io.StringIO())
+    run = result.summary.extra["run"]
+    with Store(path) as store:
+        assert store.get_run(run).status == "done"
+        assert store.members(run).keys == [r.content_key() for r in rollouts]
+        again = rescore(store, rubric, run=run)
+    assert again.reward_calls == 0
+    assert [s.reward for s in again.scores] == [s.reward for s in result.scores]

@@ -11,7 +11,7 @@ from typing import Any
 import cloudpickle
 import pytest
 
-from rewardsmith.workers import ERROR, OK, TIMEOUT, WorkerPool, _dumps
+from rewardsmith.workers import ERROR, OK, TIMEOUT, WorkerPool, dumps_fast
 
 # The programs below are defined here, so they travel to the workers by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -114,13 +114,13 @@ def test_programs_without_segments_take_ranges_too(pool: WorkerPool) -> None:
 def test_cyclic_payloads_are_still_sent() -> None:
     cyclic: list[Any] = [1]
     cyclic.append(cyclic)
-    blob = _dumps(("run", "k", cyclic, [0]))
+    blob = dumps_fast(("run", "k", cyclic, [0]))
     import pickle
 
     message = pickle.loads(blob)
     assert message[2][1] is message[2]
     shared_twice = ["text"] * 3
-    assert pickle.loads(_dumps(shared_twice)) == shared_twice
+    assert pickle.loads(dumps_fast(shared_twice)) == shared_twice
 
 
 def _explode() -> None:

@@ -133,6 +133,10 @@ class RunRecorder:
                 self._pending[identity] = {}
         self._size = 0
 
+    def scoring_done(self) -> None:
+        """Every rollout is scored: the store may record the run's rollouts now."""
+        self.store.scoring_done()
+
     def finish(self, summary: Mapping[str, Any] | None = None) -> None:
         self.flush()
         self.store.finish_run(self.run_id, summary)

@@ -139,6 +139,8 @@ class ScoreJob:
                     pending = 0
             if waiting:
                 flush()
+            if recorder is not None:
+                recorder.scoring_done()
             extra: dict[str, Any] = {"reward_calls": engine.calls,
                                      "workers_replaced": engine.workers_replaced}
             usage = engine.usage()

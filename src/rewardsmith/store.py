@@ -41,8 +41,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from . import store_background
 from .errors import StoreError
 from .gcpause import gc_paused
 from .process_identity import ProcessIdentity
@@ -50,11 +51,14 @@ from .sqlite_setup import connect, ensure_schema, is_read_only_error, read_only_
 from .status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of
 from .store_pending import (
     PENDING_SCHEMA,
-    ROLLOUT_CHUNK,
+    PackedResults,
+    block_keys,
     cells_of_block,
     pack_results,
     split_times,
+    storable_json,
     unpack_results,
+    write_rollout_blocks,
 )
 from .types import ComponentResult, Rollout, Status, content_hash, key_of_content, stable_json
 
@@ -69,7 +73,7 @@ __all__ = [
 ]
 
 DEFAULT_STORE_PATH = "rewardsmith.db"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _CHUNK = 900  # keys per IN (...) query: well under SQLite's variable limit
 # Pending results read into memory for look-ups (about 150 bytes each); past this many the
 # store settles them into its tables instead.
@@ -110,9 +114,10 @@ CREATE TABLE IF NOT EXISTS store_results (
 """ + PENDING_SCHEMA
 # Schema 1 -> 2: who runs each run, so a dead run can be told from a running one.
 # Schema 2 -> 3: each result's call time (seconds), when recorded; pending blocks (new tables).
+# Schema 3 -> 4: pending result blocks may name their rollouts by position in their run.
 _MIGRATIONS = {1: [f"ALTER TABLE store_runs ADD COLUMN {column}" for column in (
     "pid INTEGER", "host TEXT", "boot_id TEXT", "process_start TEXT")],
-    2: ["ALTER TABLE store_results ADD COLUMN seconds REAL"]}
+    2: ["ALTER TABLE store_results ADD COLUMN seconds REAL"], 3: []}
 _INSERT_RESULT = ("INSERT OR IGNORE INTO store_results (component, item, value, status, error, "
                   "metrics, recorded, seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 _RUN_COLUMNS = 13  # store_runs columns before the process identity
@@ -211,7 +216,13 @@ class Store:
         self._no_pending = False
         # A run whose rollouts are being recorded in the background (begin_run_background).
         self._beginning: threading.Thread | None = None
+        self._scored = threading.Event()  # the run begun in the background is scored
         self._begin_error: BaseException | None = None
+        # id() of each rollout of the run begun in the background -> its position in it.
+        self._run_positions: dict[int, int] = {}
+        # Result blocks of the deferred run not written yet (see _write_queued).
+        self._queued: list[tuple[str, str, int, PackedResults, float]] = []
+        self._busy_ms = int(timeout * 1000)
         reason = read_only_reason(self.path)
         if read_only is None:
             read_only = reason is not None and Path(self.path).exists()
@@ -339,7 +350,7 @@ class Store:
             self._db.executemany(
                 "INSERT INTO store_items (key, data) VALUES (?, ?) ON CONFLICT (key) "
                 "DO UPDATE SET data = excluded.data WHERE data IS NULL",
-                zip(keys, data, strict=True))
+                zip(keys, map(storable_json, data), strict=True))
             unique = list(dict.fromkeys(keys))
             added = self._db.execute("SELECT count(*) FROM store_items WHERE id > ?",
                                      (last,)).fetchone()[0]
@@ -434,11 +445,18 @@ class Store:
         if known is None:
             known = self._pending_index[component] = {}
             rows = self._db.execute(
-                "SELECT p.keys, p.vals, p.extra FROM store_pending_results p "
+                "SELECT p.run, p.keys, p.vals, p.extra FROM store_pending_results p "
                 "LEFT JOIN store_runs r ON r.id = p.run WHERE p.component = ? AND p.run != ? "
-                "ORDER BY r.created, p.run, p.seq", (component, self._deferred_run or ""))
+                "ORDER BY r.created, p.run, p.seq", (component, self._deferred_run or "")
+            ).fetchall()
+            run_keys: dict[str, list[str] | None] = {}
             with gc_paused():
-                for keys, vals, extra in rows:
+                for run, keys_text, vals, extra in rows:
+                    if keys_text.startswith("@") and run not in run_keys:
+                        run_keys[run] = self._keys_of_run(self._db, run)
+                    keys = block_keys(keys_text, run_keys.get(run))
+                    if keys is None:
+                        continue  # its run's rollouts are not recorded (yet): no key known
                     block = cells_of_block(keys, vals, extra)
                     if known:
                         for key, cell in block.items():
@@ -475,17 +493,10 @@ class Store:
         (``begin_run(defer=True)``) the batch is kept as one pending block."""
         now = time.time()
         cells, seconds = split_times(cells, seconds)
-        if self._deferred_run is not None:
-            packed = pack_results(keys, cells, seconds)
-            if packed is None:
+        with self._lock:
+            if self._deferred_run is not None:
+                self._record_block(component_id, keys, cells, seconds)
                 return
-            with self._guard("record"), self._write():
-                component = self._component(component_id, create=True)
-                self._pending_seq += 1
-                self._db.execute(
-                    "INSERT INTO store_pending_results VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (self._deferred_run, component, self._pending_seq, *packed, now))
-            return
         rows: list[tuple[int, float | None, int, str | None, str | None]] = []
         for position, cell in enumerate(cells):
             if type(cell) is float:
@@ -508,6 +519,52 @@ class Store:
                   None if seconds is None else seconds[row[0]])
                  for number, row in zip(numbers, rows)
                  for _, value, code, error, metrics in (row,)])
+
+    def _record_block(self, component_id: str, keys: Sequence[str] | Sequence[int],
+                      cells: Sequence[StoredCell], seconds: Sequence[float] | None) -> None:
+        """A batch of the deferred run's results as one pending block (by content key, or by
+        position in that run)."""
+        packed = pack_results(keys, cells, seconds)
+        if packed is None:
+            return
+        with self._lock:
+            self._pending_seq += 1
+            self._queued.append((cast(str, self._deferred_run), component_id,
+                                 self._pending_seq, packed, time.time()))
+            self._write_queued(wait=False)
+
+    def _write_queued(self, *, wait: bool) -> None:
+        """Write the queued result blocks in one transaction. Without ``wait``, only when the
+        file's write lock is free now: while a helper process writes a run's rollouts (one
+        long transaction), the blocks wait here instead of the scoring waiting on the lock."""
+        with self._lock:
+            if not self._queued:
+                return
+            with self._guard("record"):
+                if not wait:
+                    self._db.execute("PRAGMA busy_timeout = 0")
+                try:
+                    try:
+                        self._db.execute("BEGIN IMMEDIATE")
+                    except sqlite3.OperationalError as exc:
+                        if not wait and "locked" in str(exc):
+                            return  # busy: tried again with the next batch
+                        raise
+                finally:
+                    if not wait:
+                        self._db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                try:
+                    for run, component_id, seq, packed, recorded in self._queued:
+                        component = self._component(component_id, create=True)
+                        self._db.execute(
+                            "INSERT INTO store_pending_results VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                            (run, component, seq, *packed, recorded))
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    self._component_ids.clear()
+                    raise
+                self._db.execute("COMMIT")
+                self._queued.clear()
 
     def record(self, component_id: str, results: Mapping[str, ComponentResult]) -> None:
         """Keep ``ok`` and ``masked`` results (one transaction); others are not reused.
@@ -620,14 +677,8 @@ class Store:
                         rubric_id: str, components: Sequence[Mapping[str, Any]],
                         source: str, insert_run: bool = True) -> None:
         with self._guard("recording the run"), self._write():
-            for start in range(0, len(rollouts), ROLLOUT_CHUNK):
-                chunk = rollouts[start:start + ROLLOUT_CHUNK]
-                self._db.execute(
-                    "INSERT INTO store_pending_rollouts VALUES (?, ?, ?, ?, ?, ?)",
-                    (run_id, start, json.dumps([r.id for r in chunk]),
-                     json.dumps([r.group for r in chunk]),
-                     json.dumps(list(keys[start:start + ROLLOUT_CHUNK])),
-                     "[" + ",".join(contents[start:start + ROLLOUT_CHUNK]) + "]"))
+            write_rollout_blocks(self._db, run_id, [r.id for r in rollouts],
+                                 [r.group for r in rollouts], keys, contents)
             if insert_run:
                 self._insert_run(run_id, kind, rubric_name, rubric_id, source, None, run_id,
                                  len(rollouts), components)
@@ -648,12 +699,13 @@ class Store:
         source: str = "",
         known: ContentCache | None = None,
     ) -> str:
-        """``begin_run(defer=True)`` off the caller's path: a thread makes each rollout's
-        content JSON and key and records the run while scoring goes on (results recorded
-        meanwhile wait in pending blocks, as for any deferred run). ``known`` (rollout id() ->
-        (content JSON, key)) is shared with whoever else needs the keys, so that each rollout
-        is encoded once. Anything that reads or ends the run waits for the thread first. The
-        run is listed at once; a run killed before its rollouts are written has none."""
+        """``begin_run(defer=True)`` off the caller's path: each rollout's content JSON and key
+        are made and the run's rollouts written while scoring goes on, by a helper process at
+        idle priority for a large run (see ``store_background``), else by a thread (results
+        recorded meanwhile wait in pending blocks, as for any deferred run). ``known``
+        (rollout id() -> content JSON, key) is shared with whoever else needs the keys, so that each
+        rollout is encoded once here. Anything that reads or ends the run waits for it first.
+        The run is listed at once; a run killed before its rollouts are written has none."""
         if self.read_only:
             return self.begin_run(rollouts, kind=kind, rubric_name=rubric_name,
                                   rubric_id=rubric_id, components=components, source=source)
@@ -668,19 +720,18 @@ class Store:
         self._deferred_run = run_id
         self._no_results = bool(empty)
         shared: ContentCache = known if known is not None else {}
+        # Results of this run are kept by position while it is deferred (no keys needed).
+        self._run_positions = {id(r): i for i, r in enumerate(rollouts)}
+
+        scored = self._scored = threading.Event()
 
         def record() -> None:
             try:
-                # From the end: the scoring starts at the front and encodes what it reaches.
-                for rollout in reversed(rollouts):
-                    if id(rollout) not in shared:
-                        text = rollout.content_json()
-                        shared[id(rollout)] = (text, key_of_content(text))
-                pairs = [shared[id(r)] for r in rollouts]
-                self._begin_deferred(run_id, rollouts, [key for _, key in pairs],
-                                     [text for text, _ in pairs], kind=kind,
-                                     rubric_name=rubric_name, rubric_id=rubric_id,
-                                     components=components, source=source, insert_run=False)
+                if not (store_background.helper_fits(len(rollouts))
+                        and store_background.record_in_helper(
+                            self.path, run_id, rollouts,
+                            lambda: scored.wait(store_background.WAIT_FOR_SCORING))):
+                    self._record_rollouts_here(run_id, rollouts, shared)
             except BaseException as exc:  # noqa: BLE001 - raised where the run is next used
                 self._begin_error = exc
 
@@ -689,18 +740,68 @@ class Store:
         self._beginning.start()
         return run_id
 
+    def _record_rollouts_here(self, run_id: str, rollouts: Sequence[Rollout],
+                              known: ContentCache) -> None:
+        """A background run's rollouts encoded and written by this process."""
+        if self._pending_rollouts(run_id, wait=False):
+            return  # a helper wrote them and stopped before it answered
+        texts: list[str] = [""] * len(rollouts)
+        keys: list[str] = [""] * len(rollouts)
+        # From the end: the scoring starts at the front and encodes what it reaches.
+        for index in range(len(rollouts) - 1, -1, -1):
+            rollout = rollouts[index]
+            text, key = known.get(id(rollout)) or ("", "")
+            if not text:
+                text = rollout.content_json()
+                key = key or key_of_content(text)
+                known[id(rollout)] = (text, key)
+            texts[index], keys[index] = text, key
+        with self._guard("recording the run"), self._write():
+            write_rollout_blocks(self._db, run_id, [r.id for r in rollouts],
+                                 [r.group for r in rollouts], keys, texts)
+
     def _wait_begun(self) -> None:
-        """Wait for a run being recorded in the background; raise what stopped it."""
+        """Wait for a run being recorded in the background (and write the result blocks
+        queued meanwhile); raise what stopped it."""
         thread = self._beginning
-        if thread is None:
-            return
-        thread.join()
-        self._beginning = None
-        error, self._begin_error = self._begin_error, None
+        error = None
+        if thread is not None:
+            self._scored.set()  # needed now
+            thread.join()
+            self._beginning = None
+            error, self._begin_error = self._begin_error, None
+        self._write_queued(wait=True)
         if error is not None:
             if isinstance(error, StoreError):
                 raise error
             raise StoreError(f"store {self.path!r}: recording the run failed: {error}") from error
+
+    def scoring_done(self) -> None:
+        """Tell the store that the run begun in the background is scored: its recording, if
+        it was waiting for that, starts now."""
+        self._scored.set()
+
+    def holds_nothing(self) -> bool:
+        """True while this store defers a run begun in the background and holds no other
+        result: nothing can be found, so callers skip look-ups (and content keys) and record
+        that run's results by rollout (``record_rollout_cells``)."""
+        return self._no_results and self._deferred_run is not None and bool(
+            self._run_positions)
+
+    def record_rollout_cells(self, component_id: str, rollouts: Sequence[Rollout],
+                             cells: Sequence[StoredCell]) -> None:
+        """Like ``record_cells``, by rollout: results of the run deferred here are kept by
+        their positions in it (readers find the keys in its rollouts); others by content key,
+        made here."""
+        positions = self._run_positions
+        found = list(map(positions.get, map(id, rollouts)))
+        if None not in found:
+            with self._lock:
+                if self._deferred_run is not None and positions is self._run_positions:
+                    self._record_block(component_id, cast("list[int]", found),
+                                       *split_times(cells, None))
+                    return
+        self.record_cells(component_id, [r.content_key() for r in rollouts], cells)
 
     def _holds_no_results(self, *, besides: str) -> bool:
         """No result stored, in the tables or pending, other than run ``besides``'s."""
@@ -712,6 +813,7 @@ class Store:
         self._open_runs.discard(run_id)
         if self._deferred_run == run_id:
             self._deferred_run = None
+            self._run_positions = {}
             self._no_results = False
             self._pending_index = None  # its results are now looked up like any others
             self._no_pending = False
@@ -725,9 +827,11 @@ class Store:
         with self._guard("reading the store"):
             return bool(self._db.execute(query, args * 2).fetchone()[0])
 
-    def _pending_rollouts(self, run: str) -> list[tuple[int, str, str, str, str]]:
+    def _pending_rollouts(self, run: str, *, wait: bool = True
+                          ) -> list[tuple[int, str, str, str, str]]:
         """The pending blocks of ``run``'s rollouts, in order (empty when it has none)."""
-        self._wait_begun()
+        if wait:
+            self._wait_begun()
         if self.schema < 3 and self.read_only:
             return []
         with self._guard("reading the run"):
@@ -782,7 +886,13 @@ class Store:
                 "SELECT p.run, p.component, p.seq, p.keys, p.vals, p.extra, p.seconds, "
                 "p.recorded FROM store_pending_results p LEFT JOIN store_runs r ON r.id = p.run "
                 "WHERE p.run != ? ORDER BY r.created, p.run, p.seq", (skip,)).fetchall()
-            for run, component, seq, keys, vals, extra, seconds, recorded in result_blocks:
+            run_keys: dict[str, list[str] | None] = {}
+            for run, component, seq, keys_text, vals, extra, seconds, recorded in result_blocks:
+                if keys_text.startswith("@") and run not in run_keys:
+                    run_keys[run] = self._keys_of_run(db, run)
+                keys = block_keys(keys_text, run_keys.get(run))
+                if keys is None:
+                    continue  # its run's rollouts are not recorded yet: it stays pending
                 rows = unpack_results(keys, vals, extra, seconds)
                 numbers = self._items([row[0] for row in rows])
                 db.executemany(_INSERT_RESULT, [
@@ -790,6 +900,26 @@ class Store:
                     for key, value, code, error, metrics, took in rows])
                 db.execute("DELETE FROM store_pending_results WHERE run = ? AND component = ? "
                            "AND seq = ?", (run, component, seq))
+
+    @staticmethod
+    def _keys_of_run(db: sqlite3.Connection, run: str) -> list[str] | None:
+        """The content keys of ``run``'s rollouts in order, from its pending blocks or its
+        settled members; None when they are not recorded (yet)."""
+        blocks = db.execute("SELECT start, keys FROM store_pending_rollouts WHERE run = ? "
+                            "ORDER BY start", (run,)).fetchall()
+        if blocks:
+            keys: list[str] = []
+            for start, text in blocks:
+                if start != len(keys):
+                    return None
+                keys.extend(json.loads(text))
+            return keys
+        rows = db.execute("SELECT m.position, i.key FROM store_members m JOIN store_items i "
+                          "ON i.id = m.item WHERE m.run = ? ORDER BY m.position",
+                          (run,)).fetchall()
+        if not rows or rows[-1][0] != len(rows) - 1:
+            return None
+        return [key for _, key in rows]
 
     def begin_derived_run(
         self,

@@ -9,22 +9,28 @@ a block is settled once, in one transaction, and deleted in the same transaction
 
 Results packed here keep everything a stored cell holds: a float array of values (NaN where the
 cell is not a plain ok float) and, for the other cells, their value, status code, error and
-metrics in a small JSON object by offset; call times, when recorded, as a second array.
+metrics in a small JSON object by offset; call times, when recorded, as a second array. A block
+names its rollouts by content key (a JSON list), or, for results of the block's own run, by
+their positions in that run (``@start:count`` or ``@[p, ...]``), so that a run recorded in the
+background needs no content key while it scores: readers find the keys in the run's rollouts.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import sqlite3
 from array import array
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from .status_codes import STATUS_CODES, code_of
 from .types import TIME_METRIC, ComponentResult, Status
 
-__all__ = ["PENDING_SCHEMA", "ROLLOUT_CHUNK", "PackedResults", "cells_of_block", "pack_results",
-           "split_times", "unpack_results"]
+__all__ = ["PENDING_SCHEMA", "ROLLOUT_CHUNK", "PackedResults", "block_keys", "block_positions",
+           "cells_of_block", "pack_results", "split_times", "storable_json", "unpack_results",
+           "write_rollout_blocks"]
 
 ROLLOUT_CHUNK = 8192  # rollouts per pending row
 
@@ -53,7 +59,7 @@ def split_times(cells: Sequence[Any], seconds: Sequence[float] | None
                 ) -> tuple[Sequence[Any], Sequence[float] | None]:
     """Cells with their call times (the ``@seconds`` metric) moved out into ``seconds``
     (NaN where a cell has none); unchanged when no cell carries one."""
-    if seconds is not None or not any(
+    if seconds is not None or set(map(type, cells)) <= {float} or not any(
             type(c) is ComponentResult and TIME_METRIC in c.metrics for c in cells):
         return cells, seconds
     times: list[float] = []
@@ -72,15 +78,48 @@ def split_times(cells: Sequence[Any], seconds: Sequence[float] | None
     return plain, times
 
 
-def pack_results(keys: Sequence[str], cells: Sequence[Any],
+def _keys_text(keys: Sequence[str] | Sequence[int]) -> str:
+    """A block's rollouts: content keys as a JSON list, positions as ``@start:count`` when
+    consecutive, else ``@`` and a JSON list."""
+    if not keys or type(keys[0]) is not int:
+        return json.dumps(list(keys))
+    first = keys[0]
+    if list(keys) == list(range(first, first + len(keys))):
+        return f"@{first}:{len(keys)}"
+    return "@" + json.dumps(list(keys), separators=(",", ":"))
+
+
+def block_positions(keys_text: str) -> list[int] | None:
+    """The run positions a block names, or None when it names content keys."""
+    if not keys_text.startswith("@"):
+        return None
+    if keys_text.startswith("@["):
+        return [int(p) for p in json.loads(keys_text[1:])]
+    start, count = keys_text[1:].split(":")
+    return list(range(int(start), int(start) + int(count)))
+
+
+def block_keys(keys_text: str, run_keys: Sequence[str] | None) -> list[str] | None:
+    """A block's content keys: as written, or looked up by position in ``run_keys`` (the
+    keys of the block's run, in order); None when its run's rollouts are not recorded."""
+    positions = block_positions(keys_text)
+    if positions is None:
+        return cast("list[str]", json.loads(keys_text))
+    if run_keys is None or (positions and positions[-1] >= len(run_keys)):
+        return None
+    return [run_keys[p] for p in positions]
+
+
+def pack_results(keys: Sequence[str] | Sequence[int], cells: Sequence[Any],
                  seconds: Sequence[float] | None = None) -> PackedResults | None:
-    """The reusable cells (plain floats, ok and masked results) of one batch as one block;
-    None when there is none."""
+    """The reusable cells (plain floats, ok and masked results) of one batch as one block,
+    its rollouts named by ``keys`` (content keys, or positions in the block's run); None when
+    there is none."""
     if seconds is None and cells and set(map(type, cells)) == {float}:
         values = array("d", cells)  # the usual batch: plain floats, packed at C speed
         if not any(map(math.isnan, values)):
-            return json.dumps(list(keys)), values.tobytes(), None, None
-    kept_keys: list[str] = []
+            return _keys_text(keys), values.tobytes(), None, None
+    kept_keys: list[Any] = []
     values = array("d")
     kept_seconds = array("d")
     extras: dict[str, list[Any]] = {}
@@ -100,15 +139,15 @@ def pack_results(keys: Sequence[str], cells: Sequence[Any],
             kept_seconds.append(seconds[index])
     if not kept_keys:
         return None
-    return (json.dumps(kept_keys), values.tobytes(),
+    return (_keys_text(kept_keys), values.tobytes(),
             json.dumps(extras) if extras else None,
             kept_seconds.tobytes() if seconds is not None else None)
 
 
-def unpack_results(keys_text: str, values_blob: bytes, extra_text: str | None,
+def unpack_results(keys: list[str], values_blob: bytes, extra_text: str | None,
                    seconds_blob: bytes | None) -> list[ResultRow]:
-    """A block back as rows: key, value, status code, error, metrics JSON, seconds."""
-    keys: list[str] = json.loads(keys_text)
+    """A block back as rows (its keys from ``block_keys``): key, value, status code, error,
+    metrics JSON, seconds."""
     values = array("d")
     values.frombytes(values_blob)
     seconds: array[float] | None = None
@@ -132,18 +171,18 @@ def unpack_results(keys_text: str, values_blob: bytes, extra_text: str | None,
     return rows
 
 
-def cells_of_block(keys_text: str, values_blob: bytes,
+def cells_of_block(keys: list[str], values_blob: bytes,
                    extra_text: str | None) -> dict[str, float | ComponentResult]:
-    """A block as the store's cells by key (a bare float for a plain ok result), built at C
-    speed when the block holds plain floats only; the first of a repeated key wins."""
-    keys: list[str] = json.loads(keys_text)
+    """A block as the store's cells by key (its keys from ``block_keys``; a bare float for a
+    plain ok result), built at C speed when the block holds plain floats only; the first of a
+    repeated key wins."""
     values = array("d")
     values.frombytes(values_blob)
     if not extra_text and len(set(keys)) == len(keys):
         return dict(zip(keys, values.tolist()))
     cells: dict[str, float | ComponentResult] = {}
-    for key, value, code, error, metrics, _ in unpack_results(keys_text, values_blob,
-                                                              extra_text, None):
+    for key, value, code, error, metrics, _ in unpack_results(keys, values_blob, extra_text,
+                                                              None):
         if key in cells:
             continue
         if code == 0 and error is None and metrics is None and value is not None:
@@ -153,3 +192,34 @@ def cells_of_block(keys_text: str, values_blob: bytes,
                                          STATUS_CODES[code], error,
                                          json.loads(metrics) if metrics else {})
     return cells
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable_json(text: str) -> str:
+    """JSON text that SQLite can keep (valid UTF-8): a lone surrogate, which JSON input may
+    hold (``"\\ud800"``) but UTF-8 cannot, is written as its JSON escape, which reads back
+    as the same character."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    return text
+
+
+def write_rollout_blocks(db: sqlite3.Connection, run_id: str, ids: Sequence[str],
+                         groups: Sequence[str], keys: Sequence[str],
+                         contents: Sequence[str]) -> None:
+    """A run's rollouts as pending blocks of ``ROLLOUT_CHUNK`` (in the caller's transaction):
+    ids, groups and keys as JSON lists, contents as one JSON array of content JSON texts."""
+    for start in range(0, len(ids), ROLLOUT_CHUNK):
+        end = start + ROLLOUT_CHUNK
+        row: list[Any] = [run_id, start, json.dumps(list(ids[start:end])),
+               json.dumps(list(groups[start:end])), json.dumps(list(keys[start:end])),
+               "[" + ",".join(contents[start:end]) + "]"]
+        try:
+            db.execute("INSERT INTO store_pending_rollouts VALUES (?, ?, ?, ?, ?, ?)", row)
+        except UnicodeEncodeError:  # a lone surrogate: written as its escape
+            row[5] = storable_json(row[5])
+            db.execute("INSERT INTO store_pending_rollouts VALUES (?, ?, ?, ?, ?, ?)", row)

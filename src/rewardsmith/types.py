@@ -19,6 +19,7 @@ __all__ = [
     "message_text",
     "stable_json",
     "content_hash",
+    "content_json_of",
     "key_of_content",
 ]
 
@@ -108,6 +109,18 @@ def content_hash(*parts: Any, length: int = 16) -> str:
     return digest.hexdigest()[:length]
 
 
+def content_json_of(prompt: Any, completion: Any, answer: Any, metadata: Any,
+                    truncated: Any) -> str:
+    """``Rollout.content_json`` from the fields themselves."""
+    if (type(prompt) is str and type(completion) is str and type(answer) is str
+            and not metadata and type(truncated) is bool):
+        # The common case, spelled out: the same text the encoder makes (it escapes strings
+        # with this very function), in a third less time.
+        return (f"[{_escape(prompt)},{_escape(completion)},{_escape(answer)},{{}},"
+                f"{'true' if truncated else 'false'}]")
+    return stable_json([prompt, completion, answer, metadata, truncated])
+
+
 @dataclass(slots=True)
 class Rollout:
     """One completion of one prompt, with what is needed to grade it.
@@ -147,14 +160,8 @@ class Rollout:
 
     def content_json(self) -> str:
         """Everything a reward can see (not ``id``), as stable JSON: what the store keeps."""
-        prompt, completion, answer = self.prompt, self.completion, self.answer
-        if (type(prompt) is str and type(completion) is str and type(answer) is str
-                and not self.metadata and type(self.truncated) is bool):
-            # The common case, spelled out: the same text the encoder makes (it escapes
-            # strings with this very function), in a third less time.
-            return (f"[{_escape(prompt)},{_escape(completion)},{_escape(answer)},{{}},"
-                    f"{'true' if self.truncated else 'false'}]")
-        return stable_json([prompt, completion, answer, self.metadata, self.truncated])
+        return content_json_of(self.prompt, self.completion, self.answer, self.metadata,
+                               self.truncated)
 
     def content_key(self) -> str:
         """A hash of everything a reward can see (not ``id``): equal content, equal key."""

@@ -66,13 +66,16 @@ from .worker_process import (
 
 __all__ = ["BatchResult", "CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK",
            "ERROR", "TIMEOUT", "default_worker_count", "format_exception",
-           "DEFAULT_MEMORY_LIMIT_MB"]
+           "DEFAULT_MEMORY_LIMIT_MB", "FORKSERVER_PRELOAD", "dumps_fast", "process_context",
+           "start_without_main"]
 
 Outcome = tuple[int, Any]  # (OK, value) | (ERROR, message) | (TIMEOUT, message)
 
 _POLL_SECONDS = 0.01
 _SLOT_INDEX, _SLOT_START, _SLOT_BATCH, _SLOT_SIZE = SLOT_INDEX, SLOT_START, SLOT_BATCH, SLOT_SIZE
 _HALF, _IN_BUFFER = HALF, IN_BUFFER
+# What the fork server imports once, so that each process it starts begins warm.
+FORKSERVER_PRELOAD = ["rewardsmith.workers", "rewardsmith.worker_process", "rewardsmith.rewards"]
 # A call's worker may hold this much resident memory (MB) unless the rubric says otherwise.
 DEFAULT_MEMORY_LIMIT_MB = 2048
 
@@ -113,7 +116,19 @@ class AsyncProgram(Protocol):
 _spawn_lock = threading.Lock()
 
 
-def _start_without_main(process: Any) -> None:
+def process_context(start_method: str | None = None) -> Any:
+    """The multiprocessing context helper processes start from: the fork server where there is
+    one (processes that replace killed workers then start warm), else spawn; never plain fork,
+    which is unsafe in a process with threads."""
+    method = start_method or ("forkserver" if "forkserver" in
+                              multiprocessing.get_all_start_methods() else "spawn")
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(FORKSERVER_PRELOAD)
+    return context
+
+
+def start_without_main(process: Any) -> None:
     """Start ``process`` without running the parent's ``__main__`` in it.
 
     multiprocessing re-imports the parent's main script in each new process (``spawn`` and
@@ -138,7 +153,7 @@ def _start_without_main(process: Any) -> None:
             multiprocessing.spawn.get_preparation_data = original
 
 
-def _dumps(message: Any) -> bytes:
+def dumps_fast(message: Any) -> bytes:
     """Pickle without the memo: several times faster for many distinct strings (the texts of a
     batch); a repeated object is written again instead of referenced. Cyclic data, which the
     memo-less mode refuses, is pickled the usual way."""
@@ -209,13 +224,7 @@ class WorkerPool:
         self.size = size if size is not None else default_worker_count()
         if self.size < 1:
             raise ValueError(f"a worker pool needs at least 1 process, not {self.size}")
-        method = start_method or ("forkserver" if "forkserver" in
-                                  multiprocessing.get_all_start_methods() else "spawn")
-        self._context: Any = multiprocessing.get_context(method)
-        if method == "forkserver":
-            # Workers that are replaced after a timeout start warm from the fork server.
-            self._context.set_forkserver_preload(
-                ["rewardsmith.workers", "rewardsmith.worker_process", "rewardsmith.rewards"])
+        self._context: Any = process_context(start_method)
         self._programs: dict[str, bytes] = {}
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._lock = threading.Lock()
@@ -328,7 +337,7 @@ class WorkerPool:
             target=worker_main, args=(child_conn, slot, buffer, log, os.getpid()),
             name="rewardsmith-worker", daemon=True,
         )
-        _start_without_main(process)
+        start_without_main(process)
         child_conn.close()
         return _Worker(process, parent_conn, slot, buffer=buffer, log=log)
 
@@ -430,7 +439,7 @@ class WorkerPool:
         ahead.job = job
         if job.key not in worker.known or len(worker.halves_used) != 1:
             return  # loading a program needs a round trip: sent when its turn comes
-        blob = _dumps(("run", job.key, job.shared, job.items, _extra(job, None, job.concurrency)))
+        blob = dumps_fast(("run", job.key, job.shared, job.items, _extra(job, None, job.concurrency)))
         if len(blob) > _HALF:
             return  # through the pipe, which could block this thread: sent when its turn comes
         self._send_batch(worker, blob)
@@ -450,7 +459,7 @@ class WorkerPool:
                 self._ensure_program(worker, job.key)
                 items = job.items if pending is None else [job.items[i] for i in pending]
                 worker.slot[_SLOT_START] = 0.0
-                self._send_batch(worker, _dumps(("run", job.key, job.shared, items,
+                self._send_batch(worker, dumps_fast(("run", job.key, job.shared, items,
                                                  _extra(job, pending, concurrency))))
                 number = worker.sent
             sent = False

@@ -10,9 +10,10 @@ from ..rubric import Component
 from ..types import ComponentResult, Rollout, Status
 from .cells import Cell, as_result
 
-__all__ = ["CellCache", "ResultCache", "look_up", "record"]
+__all__ = ["CellCache", "HoldingCache", "ResultCache", "look_up", "record"]
 
-Cached = tuple[list[str], dict[str, list[int]]]  # content keys; per component, cells computed
+# Content keys (None: not made, see ``HoldingCache``); per component, the cells computed.
+Cached = tuple[list[str] | None, dict[str, list[int]]]
 
 
 class ResultCache(Protocol):
@@ -35,10 +36,25 @@ class CellCache(Protocol):
                      cells: Sequence[Cell]) -> None: ...
 
 
+@runtime_checkable
+class HoldingCache(Protocol):
+    """A cache that can say it holds nothing yet (a fresh store recording a run in the
+    background): then no content key is made for a look-up, and results are handed over by
+    rollout, for the cache to key when it knows the keys (the store offers this)."""
+
+    def holds_nothing(self) -> bool: ...
+
+    def record_rollout_cells(self, component_id: str, rollouts: Sequence[Rollout],
+                             cells: Sequence[Cell]) -> None: ...
+
+
 def look_up(cache: ResultCache, components: Sequence[Component], rollouts: list[Rollout],
             results: dict[str, list[Cell]],
             content_key: Callable[[Rollout], str] | None) -> Cached:
     """Fill cells from the cache; return the keys and, per component, the cells to compute."""
+    if isinstance(cache, HoldingCache) and cache.holds_nothing():
+        every = list(range(len(rollouts)))
+        return None, {c.name: every for c in components if not c.group}
     keys = ([r.content_key() for r in rollouts] if content_key is None
             else [content_key(r) for r in rollouts])
     cells = cache if isinstance(cache, CellCache) else None
@@ -70,9 +86,24 @@ def look_up(cache: ResultCache, components: Sequence[Component], rollouts: list[
 
 
 def record(cache: ResultCache, components: Sequence[Component], cached: Cached,
-           results: dict[str, list[Cell]]) -> None:
+           results: dict[str, list[Cell]], rollouts: Sequence[Rollout]) -> None:
     """Store the results computed in this batch (not those that came from the cache)."""
     keys, missing = cached
+    if keys is None:  # no keys made (see HoldingCache): the cache keys them itself
+        holder = cast(HoldingCache, cache)
+        for component in components:
+            column = results[component.name]
+            if component.name not in missing:
+                continue  # a group reward: its values are the group's, never reused alone
+            if None not in column:  # every cell computed: the batch as it is
+                holder.record_rollout_cells(component.identity(), rollouts, column)
+                continue
+            computed = [i for i in missing[component.name] if column[i] is not None]
+            if computed:
+                holder.record_rollout_cells(component.identity(),
+                                            [rollouts[i] for i in computed],
+                                            [column[i] for i in computed])
+        return
     cells = cache if isinstance(cache, CellCache) else None
     for component in components:
         indices = missing.get(component.name)

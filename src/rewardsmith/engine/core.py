@@ -451,7 +451,7 @@ class Engine:
             self._watch.check(rollouts, results)
         with gc_paused():
             if cached is not None and self.cache is not None:
-                record(self.cache, self.rubric.components, cached, results)
+                record(self.cache, self.rubric.components, cached, results, rollouts)
             return combine(self.rubric, rollouts, [results[name] for name in self.rubric.names],
                            [name in plain for name in self.rubric.names])
 

@@ -1,0 +1,160 @@
+"""A large run's rollouts recorded by a helper process at idle priority.
+
+Recording a run means encoding each rollout once (its content JSON and content key: JSON
+escaping and a hash, a few microseconds of pure Python each) and writing them, tens of
+megabytes for a large run. Done by a thread of the process that scores, that work shares the
+interpreter lock with the threads that feed the reward workers, and the cores with the workers,
+and a first ``score`` with the store on ran much slower than without it. For a large run on a
+machine with more than one core, a helper process does it instead, niced to the lowest
+priority: it runs on what the scoring leaves idle (its start, its tail, the waits) and gives way
+at once to the scoring. It writes the run's pending rollout blocks in one transaction of its own
+(the run's results name their rollouts by position meanwhile, so the scoring needs no content
+key from it: see ``store_pending``); the caller records the run itself when the helper cannot
+(it did not start, it died, a rollout could not be sent). The helper exits when its pipe
+closes, so it never outlives the process that started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import pickle
+import tempfile
+from collections.abc import Callable, Sequence
+from multiprocessing import reduction
+from typing import Any
+
+from .sqlite_setup import connect
+from .store_pending import write_rollout_blocks
+from .types import Rollout, content_json_of
+
+__all__ = ["MIN_ROLLOUTS", "encode_columns", "helper_fits", "record_in_helper"]
+
+MIN_ROLLOUTS = 16_384  # below this, starting a process costs more than it saves
+# The helper encodes while the scoring goes on, and writes once the scoring has ended
+# (``Store.scoring_done``), on the core that the scoring's tail leaves free, or after this long.
+WAIT_FOR_SCORING = 10.0
+
+
+def encode_columns(prompts: Sequence[Any], completions: Sequence[Any], answers: Sequence[Any],
+                   metadatas: Sequence[Any], truncateds: Sequence[Any]
+                   ) -> tuple[list[str], list[str]]:
+    """Each rollout's content JSON and content key (as ``Rollout.content_json`` and
+    ``key_of_content``), from the fields' columns."""
+    texts = list(map(content_json_of, prompts, completions, answers, metadatas, truncateds))
+    blake = hashlib.blake2b  # key_of_content, spelled out: it runs once per rollout
+    return texts, [blake(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+                   for text in texts]
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def helper_fits(count: int) -> bool:
+    """Whether a run of ``count`` rollouts is recorded by a helper process here."""
+    return count >= MIN_ROLLOUTS and _cores() > 1
+
+
+def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
+                     write_when: Callable[[], object] = lambda: None) -> bool:
+    """Encode ``rollouts`` and write them as run ``run_id``'s pending blocks in store ``path``
+    from a helper process, which writes once ``write_when()`` has returned; False when the
+    helper could not (the caller then records them, unless the helper wrote them before it
+    stopped)."""
+    from .workers import dumps_fast, process_context, start_without_main
+
+    if any(type(r) is not Rollout for r in rollouts):
+        return False  # a subclass may encode itself otherwise: recorded here, by its methods
+    try:
+        # Columns, pickled without the memo: a few list copies and one pass over the strings.
+        message = dumps_fast((path, run_id, [r.id for r in rollouts], [r.group for r in rollouts],
+                              [r.prompt for r in rollouts], [r.completion for r in rollouts],
+                              [r.answer for r in rollouts], [r.metadata for r in rollouts],
+                              [r.truncated for r in rollouts]))
+    except Exception:  # noqa: BLE001 - a rollout that cannot be sent: recorded here
+        return False
+    context = process_context()
+    conn, child = context.Pipe()  # a socket pair: it can carry a file descriptor
+    process = context.Process(target=_record, args=(child,), name="rewardsmith-store-run",
+                              daemon=True)
+    try:
+        start_without_main(process)
+    except Exception:  # noqa: BLE001 - no helper: recorded here
+        conn.close()
+        return False
+    finally:
+        child.close()
+    try:
+        # The rollouts go through an unnamed file (nothing to clean up if either side dies):
+        # written in one call, where a pipe would wake this thread for every few kilobytes
+        # the helper reads, each time taking the interpreter lock from the scoring.
+        with tempfile.TemporaryFile(dir=_scratch_folder()) as scratch:
+            scratch.write(message)
+            scratch.flush()
+            del message
+            reduction.send_handle(conn, scratch.fileno(), process.pid)
+            write_when()
+            conn.send_bytes(b"write")
+            reply = pickle.loads(conn.recv_bytes())
+    except (EOFError, OSError):
+        reply = ("error", "the helper process stopped")
+    finally:
+        conn.close()
+        # Not joined here: a helper that answered exits on its own (its memory takes a
+        # moment to free), and multiprocessing reaps it; one that did not answer is stopped.
+        if reply[0] != "ok" and process.is_alive():
+            process.kill()
+            process.join(timeout=5)
+    return bool(reply[0] == "ok")
+
+
+def _scratch_folder() -> str | None:
+    """Memory-backed /dev/shm where there is one (the file never reaches a disk)."""
+    return "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+
+
+def _lowest_priority() -> None:
+    """Nice 19: the helper gives way to the scoring, yet always makes some progress (the idle
+    policy could starve it for as long as every core is busy)."""
+    with contextlib.suppress(OSError):
+        os.nice(19)
+
+
+def _record(conn: Any) -> None:
+    """The helper: one run's rollouts in, written as pending blocks."""
+    _lowest_priority()
+    try:
+        with os.fdopen(reduction.recv_handle(conn), "rb") as scratch:
+            scratch.seek(0)
+            path, run_id, ids, groups, *columns = pickle.loads(scratch.read())
+    except (EOFError, OSError):
+        return
+    try:
+        texts, keys = encode_columns(*columns)
+        del columns
+        if conn.recv_bytes() != b"write":
+            return
+        db = connect(path, what="store", wal=False)
+        try:
+            # Room for the whole transaction in the page cache (a cap, not an allocation):
+            # pages spilled to the log mid-transaction are written twice.
+            db.execute("PRAGMA cache_size = -262144")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                write_rollout_blocks(db, run_id, ids, groups, keys, texts)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        finally:
+            db.close()
+        reply: tuple[Any, ...] = ("ok",)
+    except Exception as exc:  # noqa: BLE001 - the caller records the run itself
+        reply = ("error", f"{type(exc).__name__}: {exc}")
+    with contextlib.suppress(EOFError, OSError):
+        conn.send_bytes(pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL))
