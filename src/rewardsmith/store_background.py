@@ -1,16 +1,19 @@
-"""A large run's rollouts recorded by a helper process at idle priority.
+"""A large run's rollouts recorded by a helper process at low priority.
 
 Recording a run means encoding each rollout once (its content JSON and content key: JSON
 escaping and a hash, a few microseconds of pure Python each) and writing them, tens of
-megabytes for a large run. Done by a thread of the process that scores, that work shares the
-interpreter lock with the threads that feed the reward workers, and the cores with the workers,
-and a first ``score`` with the store on ran much slower than without it. For a large run on a
-machine with more than one core, a helper process does it instead, niced to the lowest
-priority: it runs on what the scoring leaves idle (its start, its tail, the waits) and gives way
-at once to the scoring. It writes the run's pending rollout blocks in one transaction of its own
-(the run's results name their rollouts by position meanwhile, so the scoring needs no content
-key from it: see ``store_pending``); the caller records the run itself when the helper cannot
-(it did not start, it died, a rollout could not be sent). The helper exits when its pipe
+megabytes for a large run. Done by a thread of the process that scores, that work shared the
+interpreter lock with the threads that feed the reward workers, and the cores with the workers:
+a first ``score`` with the store on ran 1.45x as long as without it. For a large run on a
+machine with more than one core, a helper process does it instead, at nice 19 (it gives way to
+the scoring, yet always makes progress): it encodes while the scoring goes on and writes the
+run's pending rollout blocks, in one transaction of its own, once the scoring has ended
+(``Store.scoring_done``), on the core that the scoring's tail leaves free, or after
+``WAIT_FOR_SCORING`` seconds of a longer scoring. Meanwhile the run's results name their
+rollouts by position (see ``store_pending``), so the scoring needs no content key from it; they
+are found by content key once the rollouts are written, so a run killed in its first seconds
+may leave results that no later run finds. The caller records the run itself when the helper
+cannot (it did not start, it died, a rollout could not be sent). The helper exits when its pipe
 closes, so it never outlives the process that started it.
 """
 
@@ -20,9 +23,7 @@ import contextlib
 import hashlib
 import os
 import pickle
-import tempfile
 from collections.abc import Callable, Sequence
-from multiprocessing import reduction
 from typing import Any
 
 from .sqlite_setup import connect
@@ -66,6 +67,9 @@ def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
     from a helper process, which writes once ``write_when()`` has returned; False when the
     helper could not (the caller then records them, unless the helper wrote them before it
     stopped)."""
+    import tempfile
+    from multiprocessing import reduction
+
     from .workers import dumps_fast, process_context, start_without_main
 
     if any(type(r) is not Rollout for r in rollouts):
@@ -127,6 +131,8 @@ def _lowest_priority() -> None:
 
 def _record(conn: Any) -> None:
     """The helper: one run's rollouts in, written as pending blocks."""
+    from multiprocessing import reduction
+
     _lowest_priority()
     try:
         with os.fdopen(reduction.recv_handle(conn), "rb") as scratch:
