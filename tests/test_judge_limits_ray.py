@@ -1,10 +1,9 @@
 """Judge limits shared by a whole Ray job: four rank actors of one job, each scoring with its
 own engine against one real HTTP server on 127.0.0.1, share one limiter actor. The local
-cluster is this module's own (private temp dir and HOME); only what it started is stopped."""
+cluster is this module's own (private temp dir); only what it started is stopped."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -29,8 +28,8 @@ def cluster() -> Iterator[None]:
     if ray.is_initialized():
         pytest.skip("a Ray cluster is already connected in this process")
     folder = tempfile.mkdtemp(prefix="rs-lim-", dir="/tmp")  # short: Ray's socket paths
-    home = os.environ.get("HOME")
-    os.environ["HOME"] = folder
+    # HOME stays as it is: a cluster started earlier in this process keeps Ray's token
+    # authentication on, and its token is in ~/.ray (another HOME: the new GCS cannot start).
     # The rank actors import tests/support (not installed): put it on the workers' path.
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, _temp_dir=folder,
              runtime_env={"env_vars": {"PYTHONPATH": SUPPORT}})
@@ -38,10 +37,6 @@ def cluster() -> Iterator[None]:
         yield
     finally:
         ray.shutdown()  # only the processes this init started
-        if home is None:
-            os.environ.pop("HOME", None)
-        else:
-            os.environ["HOME"] = home
         shutil.rmtree(folder, ignore_errors=True)
 
 
