@@ -342,3 +342,48 @@ def test_a_score_job_recorded_by_the_helper_rescores_from_the_store(tmp_path: Pa
         again = rescore(store, rubric, run=run)
     assert again.reward_calls == 0
     assert [s.reward for s in again.scores] == [s.reward for s in result.scores]
+
+
+_KILLED_WHILE_RECORDING = """
+import multiprocessing, os, signal, sys, time
+from rewardsmith import Rollout, store_background
+from rewardsmith.store import Store
+store_background.MIN_ROLLOUTS = 1
+store_background._cores = lambda: 2
+rollouts = [Rollout(f"r{i}", f"g{i // 4}", "p", f"answer {i}", str(i)) for i in range(200)]
+store = Store(sys.argv[1])
+run = store.begin_run_background(rollouts)
+store.record_rollout_cells("comp", rollouts[:10], [0.5] * 10)  # kept by position
+print(run, flush=True)
+deadline = time.monotonic() + 20
+while not any(p.name == "rewardsmith-store-run" for p in multiprocessing.active_children()):
+    if time.monotonic() > deadline:
+        sys.exit(3)
+    time.sleep(0.01)
+time.sleep(1.0)  # the helper has its rollouts and waits for the word to write them
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_run_killed_while_its_helper_waits_still_gets_its_rollouts(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "s.db"
+    done = subprocess.run([sys.executable, "-c", _KILLED_WHILE_RECORDING, str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == -9, done.stderr[-2000:]
+    run = done.stdout.split()[0]
+    deadline = time.monotonic() + 30
+    while True:  # the helper writes them once it sees its caller gone
+        with Store(path) as store:
+            if store._pending_rollouts(run):
+                break
+        assert time.monotonic() < deadline, "the helper did not write the rollouts"
+        time.sleep(0.2)
+    with Store(path) as store:
+        assert store.get_run(run).status == "killed"
+        keys = store.members(run).keys
+        assert len(keys) == 200
+        assert store.lookup_cells("comp", keys[:12]) == {key: 0.5 for key in keys[:10]}

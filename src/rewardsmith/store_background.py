@@ -143,8 +143,10 @@ def _record(conn: Any) -> None:
     try:
         texts, keys = encode_columns(*columns)
         del columns
-        if conn.recv_bytes() != b"write":
-            return
+        try:
+            conn.recv_bytes()  # the word to write
+        except (EOFError, OSError):
+            pass  # the caller is gone (killed): its run is still better off with its rollouts
         db = connect(path, what="store", wal=False)
         try:
             # Room for the whole transaction in the page cache (a cap, not an allocation):

@@ -218,8 +218,10 @@ def write_rollout_blocks(db: sqlite3.Connection, run_id: str, ids: Sequence[str]
         row: list[Any] = [run_id, start, json.dumps(list(ids[start:end])),
                json.dumps(list(groups[start:end])), json.dumps(list(keys[start:end])),
                "[" + ",".join(contents[start:end]) + "]"]
+        # OR IGNORE: a helper that was thought to have failed may have written the same rows.
+        insert = "INSERT OR IGNORE INTO store_pending_rollouts VALUES (?, ?, ?, ?, ?, ?)"
         try:
-            db.execute("INSERT INTO store_pending_rollouts VALUES (?, ?, ?, ?, ?, ?)", row)
+            db.execute(insert, row)
         except UnicodeEncodeError:  # a lone surrogate: written as its escape
             row[5] = storable_json(row[5])
-            db.execute("INSERT INTO store_pending_rollouts VALUES (?, ?, ?, ?, ?, ?)", row)
+            db.execute(insert, row)
