@@ -40,7 +40,7 @@ class CellCache(Protocol):
 class HoldingCache(Protocol):
     """A cache that can say it holds nothing yet (a fresh store recording a run in the
     background): then no content key is made for a look-up, and results are handed over by
-    rollout, for the cache to key when it knows the keys (the store offers this)."""
+    rollout (the store names them by their position in the run it records)."""
 
     def holds_nothing(self) -> bool: ...
 
@@ -89,7 +89,7 @@ def record(cache: ResultCache, components: Sequence[Component], cached: Cached,
            results: dict[str, list[Cell]], rollouts: Sequence[Rollout]) -> None:
     """Store the results computed in this batch (not those that came from the cache)."""
     keys, missing = cached
-    if keys is None:  # no keys made (see HoldingCache): the cache keys them itself
+    if keys is None:  # no keys made (see HoldingCache): handed over by rollout
         holder = cast(HoldingCache, cache)
         for component in components:
             column = results[component.name]
