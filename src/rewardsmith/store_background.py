@@ -97,7 +97,7 @@ def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
         # The rollouts go through an unnamed file (nothing to clean up if either side dies):
         # written in one call, where a pipe would wake this thread for every few kilobytes
         # the helper reads, each time taking the interpreter lock from the scoring.
-        with tempfile.TemporaryFile(dir=_scratch_folder()) as scratch:
+        with tempfile.TemporaryFile(dir=_scratch_folder(len(message))) as scratch:
             scratch.write(message)
             scratch.flush()
             del message
@@ -117,9 +117,15 @@ def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
     return bool(reply[0] == "ok")
 
 
-def _scratch_folder() -> str | None:
-    """Memory-backed /dev/shm where there is one (the file never reaches a disk)."""
-    return "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+def _scratch_folder(size: int) -> str | None:
+    """Memory-backed /dev/shm where there is one with room to spare (the file never reaches a
+    disk; containers often give it only 64 MB), else the usual temporary folder."""
+    try:
+        free = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    room = free.f_bavail * free.f_frsize
+    return "/dev/shm" if os.access("/dev/shm", os.W_OK) and room > 2 * size else None
 
 
 def _lowest_priority() -> None:
