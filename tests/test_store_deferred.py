@@ -387,3 +387,19 @@ def test_a_run_killed_while_its_helper_waits_still_gets_its_rollouts(tmp_path: P
         keys = store.members(run).keys
         assert len(keys) == 200
         assert store.lookup_cells("comp", keys[:12]) == {key: 0.5 for key in keys[:10]}
+
+
+@pytest.mark.usefixtures("helper_for_small_runs")
+def test_a_helper_that_cannot_be_handed_its_rollouts_leaves_the_recording_here(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from multiprocessing import reduction
+
+    def cannot(*args: object) -> None:
+        raise TypeError("no descriptor passing on this platform")
+
+    monkeypatch.setattr(reduction, "send_handle", cannot)
+    rollouts = _rollouts(40)
+    with Store(tmp_path / "s.db") as store:
+        run = store.begin_run_background(rollouts)
+        store.finish_run(run)
+        assert store.members(run).keys == [r.content_key() for r in rollouts]

@@ -93,6 +93,7 @@ def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
         return False
     finally:
         child.close()
+    reply: tuple[Any, ...] = ("error", "the helper process stopped")
     try:
         # The rollouts go through an unnamed file (nothing to clean up if either side dies):
         # written in one call, where a pipe would wake this thread for every few kilobytes
@@ -105,8 +106,8 @@ def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
             write_when()
             conn.send_bytes(b"write")
             reply = pickle.loads(conn.recv_bytes())
-    except (EOFError, OSError):
-        reply = ("error", "the helper process stopped")
+    except Exception:  # noqa: BLE001 - (no descriptor passing here, a helper that died)
+        pass  # recorded by the caller
     finally:
         conn.close()
         # Not joined here: a helper that answered exits on its own (its memory takes a
@@ -131,7 +132,7 @@ def _scratch_folder(size: int) -> str | None:
 def _lowest_priority() -> None:
     """Nice 19: the helper gives way to the scoring, yet always makes some progress (the idle
     policy could starve it for as long as every core is busy)."""
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, AttributeError):  # (no nice outside Unix)
         os.nice(19)
 
 
