@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         compute_advantages,
         emulate_advantages,
     )
+    from .analysis import DriftWatch, gate
     from .calling import group_reward
     from .engine import Engine, score_rollouts
     from .errors import (
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from .loading import load_reward
     from .mathcheck import MathVerdict, math_equal, math_equal_async
     from .quantize import quantize
+    from .report import build_report
     from .rubric import Component, Rubric
     from .scoring import ScoreJob
     from .summary import RunSummary
@@ -53,6 +55,7 @@ _LAZY: dict[str, str] = {
     "Component": ".rubric",
     "ComponentResult": ".types",
     "ConfigError": ".errors",
+    "DriftWatch": ".analysis",
     "Engine": ".engine",
     "InputError": ".errors",
     "Judge": ".judge",
@@ -71,9 +74,11 @@ _LAZY: dict[str, str] = {
     "Status": ".types",
     "StoreError": ".errors",
     "apply_advantages": ".advantages",
+    "build_report": ".report",
     "check_advantages": ".advantages",
     "compute_advantages": ".advantages",
     "emulate_advantages": ".advantages",
+    "gate": ".analysis",
     "group_reward": ".calling",
     "load_reward": ".loading",
     "math_equal": ".mathcheck",
@@ -106,6 +111,7 @@ __all__ = [
     "Component",
     "ComponentResult",
     "ConfigError",
+    "DriftWatch",
     "Engine",
     "InputError",
     "Judge",
@@ -125,9 +131,11 @@ __all__ = [
     "StoreError",
     "__version__",
     "apply_advantages",
+    "build_report",
     "check_advantages",
     "compute_advantages",
     "emulate_advantages",
+    "gate",
     "group_reward",
     "load_reward",
     "math_equal",
