@@ -193,9 +193,8 @@ def test_the_fast_content_json_is_the_stable_encoders_text(text: str) -> None:
 
 def test_a_run_recorded_in_the_background_is_whole_before_it_is_read(tmp_path: Path) -> None:
     rollouts = _rollouts(20_000)
-    known: dict[int, tuple[str, str]] = {}
     with Store(tmp_path / "s.db") as store:
-        run = store.begin_run_background(rollouts, known=known)
+        run = store.begin_run_background(rollouts)
         keys = [r.content_key() for r in rollouts[:5]]
         store.record_cells("comp", keys, [1.0] * 5)  # while the rollouts are being written
         members = store.members(run)  # waits for the background write
@@ -203,8 +202,6 @@ def test_a_run_recorded_in_the_background_is_whole_before_it_is_read(tmp_path: P
         assert all(members.keys[i] == rollouts[i].content_key() for i in range(0, 20_000, 997))
         store.finish_run(run)
         assert store.get_run(run).status == "done"
-    assert all(pair[1] == rollouts[0].content_key() for pair in [known.get(id(rollouts[0]))]
-               if pair is not None)
     with Store(tmp_path / "s.db") as store:
         assert store.column("comp", store.members(run))[:6] == [1.0] * 5 + [None]
 
@@ -309,15 +306,22 @@ def test_results_kept_by_position_are_found_by_later_runs_and_survive_settling(
 
 
 @pytest.mark.usefixtures("helper_for_small_runs")
-def test_a_helper_that_cannot_start_leaves_the_recording_to_this_process(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("broken", ["start", "handover"])
+def test_a_helper_that_fails_leaves_the_recording_to_this_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: str) -> None:
+    from multiprocessing import reduction
+
     from rewardsmith import workers
 
-    def refuse(process: object) -> None:
-        raise OSError("no processes here")
+    def fail(*args: object) -> None:
+        raise (OSError("no processes here") if broken == "start"
+               else TypeError("no descriptor passing on this platform"))
 
-    monkeypatch.setattr(workers, "start_without_main", refuse)
-    rollouts = _rollouts(50)
+    if broken == "start":
+        monkeypatch.setattr(workers, "start_without_main", fail)
+    else:
+        monkeypatch.setattr(reduction, "send_handle", fail)
+    rollouts = _rollouts(40)
     with Store(tmp_path / "s.db") as store:
         run = store.begin_run_background(rollouts)
         store.finish_run(run)
@@ -387,19 +391,3 @@ def test_a_run_killed_while_its_helper_waits_still_gets_its_rollouts(tmp_path: P
         keys = store.members(run).keys
         assert len(keys) == 200
         assert store.lookup_cells("comp", keys[:12]) == {key: 0.5 for key in keys[:10]}
-
-
-@pytest.mark.usefixtures("helper_for_small_runs")
-def test_a_helper_that_cannot_be_handed_its_rollouts_leaves_the_recording_here(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from multiprocessing import reduction
-
-    def cannot(*args: object) -> None:
-        raise TypeError("no descriptor passing on this platform")
-
-    monkeypatch.setattr(reduction, "send_handle", cannot)
-    rollouts = _rollouts(40)
-    with Store(tmp_path / "s.db") as store:
-        run = store.begin_run_background(rollouts)
-        store.finish_run(run)
-        assert store.members(run).keys == [r.content_key() for r in rollouts]

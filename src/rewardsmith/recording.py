@@ -145,8 +145,9 @@ class RunRecorder:
 def start_recording(store: Store, rubric: Rubric, rollouts: Sequence[Rollout], *,
                     kind: str = "score", source: str = "") -> RunRecorder:
     """Record a new run of ``rollouts`` scored with ``rubric`` (its rollouts, in order, in one
-    transaction, while the scoring goes on) and return the recorder that keeps its group
-    rewards' results and answers the engine's content keys."""
+    transaction, beside the scoring: call the recorder's ``scoring_done`` when it ends) and
+    return the recorder that keeps its group rewards' results and answers the engine's content
+    keys."""
     known: ContentCache = {}
     run_id = store.begin_run_background(
         rollouts, kind=kind, rubric_name=rubric.name, rubric_id=rubric.id,

@@ -700,12 +700,13 @@ class Store:
         known: ContentCache | None = None,
     ) -> str:
         """``begin_run(defer=True)`` off the caller's path: each rollout's content JSON and key
-        are made and the run's rollouts written while scoring goes on, by a helper process at
-        idle priority for a large run (see ``store_background``), else by a thread (results
-        recorded meanwhile wait in pending blocks, as for any deferred run). ``known``
-        (rollout id() -> content JSON, key) is shared with whoever else needs the keys, so that each
-        rollout is encoded once here. Anything that reads or ends the run waits for it first.
-        The run is listed at once; a run killed before its rollouts are written has none."""
+        are made and the run's rollouts written beside the scoring, by a helper process at low
+        priority for a large run (once ``scoring_done`` is called; see ``store_background``),
+        else by a thread (results recorded meanwhile wait in pending blocks, as for any
+        deferred run). ``known`` (rollout id() -> content JSON, key) is shared with whoever
+        else needs the keys, so that a rollout is encoded once in this process. Anything that
+        reads or ends the run waits for it first. The run is listed at once; a run killed
+        before its rollouts are written has none."""
         if self.read_only:
             return self.begin_run(rollouts, kind=kind, rubric_name=rubric_name,
                                   rubric_id=rubric_id, components=components, source=source)

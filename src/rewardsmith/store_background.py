@@ -20,7 +20,6 @@ closes, so it never outlives the process that started it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import pickle
 from collections.abc import Callable, Sequence
@@ -28,7 +27,7 @@ from typing import Any
 
 from .sqlite_setup import connect
 from .store_pending import write_rollout_blocks
-from .types import Rollout, content_json_of
+from .types import Rollout, content_json_of, key_of_content
 
 __all__ = ["MIN_ROLLOUTS", "encode_columns", "helper_fits", "record_in_helper"]
 
@@ -44,16 +43,13 @@ def encode_columns(prompts: Sequence[Any], completions: Sequence[Any], answers: 
     """Each rollout's content JSON and content key (as ``Rollout.content_json`` and
     ``key_of_content``), from the fields' columns."""
     texts = list(map(content_json_of, prompts, completions, answers, metadatas, truncateds))
-    blake = hashlib.blake2b  # key_of_content, spelled out: it runs once per rollout
-    return texts, [blake(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-                   for text in texts]
+    return texts, list(map(key_of_content, texts))
 
 
 def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    from .workers import default_worker_count
+
+    return default_worker_count()
 
 
 def helper_fits(count: int) -> bool:
