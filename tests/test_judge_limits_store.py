@@ -124,10 +124,27 @@ def test_requests_per_minute_hold_across_four_processes(processes: ForkServerCon
     assert max(times) - min(times) >= 40 / 20 * 0.85
 
 
+def members(store: Path) -> int:
+    with sqlite3.connect(f"{store}-limits", timeout=10) as db:
+        return int(db.execute("SELECT COUNT(*) FROM limit_members").fetchone()[0])
+
+
 def test_max_calls_is_exact_across_processes(processes: ForkServerContext,
                                              server: CountingServer, tmp_path: Path) -> None:
-    results = run_all(processes, server, tmp_path / "judge.db", 4, 8,
-                      {"budget": {"max_calls": 10}, "max_concurrency": 2})
+    # A budget covers the processes that run at the same time (one that joins after the
+    # others have left starts afresh), so the first calls are held until all four processes
+    # have joined: on a busy machine the later ones could otherwise start after the first
+    # ones ended.
+    store = tmp_path / "judge.db"
+    server.hold_after(0)
+    started = [start(processes, server, store, f"p{n}", 8,
+                     {"budget": {"max_calls": 10}, "max_concurrency": 2}) for n in range(4)]
+    try:
+        wait_until(lambda: server.held == 2, "the two shared slots to be taken")
+        wait_until(lambda: members(store) == 4, "all four processes to join the limits")
+    finally:
+        server.release()
+    results = [finish(p) for p in started]
     assert server.billed == 10
     assert sum(r["usage"]["calls"] for r in results) == 10
     assert sum(r["usage"]["unscored"] for r in results) == 32 - 10

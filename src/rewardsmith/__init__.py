@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from .quantize import quantize
     from .report import build_report
     from .rubric import Component, Rubric
+    from .score_columns import ScoreColumns
     from .scoring import ScoreJob
     from .summary import RunSummary
     from .types import ComponentResult, Rollout, Score, Status
@@ -70,6 +71,7 @@ _LAZY: dict[str, str] = {
     "RubricError": ".errors",
     "RunSummary": ".summary",
     "Score": ".types",
+    "ScoreColumns": ".score_columns",
     "ScoreJob": ".scoring",
     "Status": ".types",
     "StoreError": ".errors",
@@ -126,6 +128,7 @@ __all__ = [
     "RubricError",
     "RunSummary",
     "Score",
+    "ScoreColumns",
     "ScoreJob",
     "Status",
     "StoreError",

@@ -1,13 +1,13 @@
-"""Assembling scores: a batch's result columns into one ``Score`` per rollout, and the watch
+"""Assembling scores: a batch's result columns into its scores (``ScoreColumns``), and the watch
 for a reward that fails the same way on every call."""
 
 from __future__ import annotations
 
-import math
 from typing import Any, cast
 
 from ..errors import SystematicFailure
 from ..rubric import Rubric
+from ..score_columns import ScoreColumns
 from ..types import ComponentResult, Rollout, Score, Status
 from ..workers import BatchResult
 from .cells import Cell, as_result, expand, failure_result, floats_only
@@ -21,33 +21,22 @@ SYSTEMATIC_CALLS = 16
 
 
 def combine(rubric: Rubric, rollouts: list[Rollout], columns: list[list[Cell]],
-            known_plain: list[bool]) -> list[Score]:
-    """One score per rollout from the columns (one per component, in the rubric's order).
+            known_plain: list[bool]) -> ScoreColumns:
+    """The batch's scores from the columns (one per component, in the rubric's order).
 
-    Plain weighted sums of plain floats take a fast path, a whole batch at a time; anything
-    else goes through ``Rubric.combine`` (gates, formula, failures, quantize), which the fast
-    path must agree with: the total of a weighted sum does not depend on component order.
+    Plain weighted sums of plain floats stay columns (``Score`` objects are built only when
+    asked for); anything else goes through ``Rubric.combine`` (gates, formula, failures,
+    quantize) at once, which the plain path must agree with: the total of a weighted sum does
+    not depend on component order.
     """
     names = rubric.names
     weights = [c.weight for c in rubric.components]
     simple = rubric.formula is None and rubric.quantize is None and not any(
         c.requires for c in rubric.components)
-    ok = Status.OK
     if simple and all(known or floats_only(column)
                       for known, column in zip(known_plain, columns)):
-        floats = cast("list[list[float]]", columns)
-        if len(floats) == 2:  # the common shape, spelled out: it runs once per rollout
-            (n1, n2), (w1, w2), (c1, c2) = names, weights, floats
-            return [Score(r.id, r.group, w1 * a + w2 * b, ok, {n1: a, n2: b}, {}, {}, None)
-                    for r, a, b in zip(rollouts, c1, c2)]
-        if len(floats) == 1:
-            (n1,), (w1,), (c1,) = names, weights, floats
-            return [Score(r.id, r.group, w1 * a, ok, {n1: a}, {}, {}, None)
-                    for r, a in zip(rollouts, c1)]
-        fsum = math.fsum
-        return [Score(r.id, r.group, fsum([w * v for w, v in zip(weights, row)]), ok,
-                      dict(zip(names, row)), {}, {}, None)
-                for r, row in zip(rollouts, zip(*floats))]
+        return ScoreColumns.of_weighted_sums(names, weights, rollouts,
+                                             cast("list[list[float]]", columns))
     scores = []
     for rollout, cells in zip(rollouts, zip(*columns)):
         per = {name: as_result(cell) for name, cell in zip(names, cells)}
@@ -55,7 +44,7 @@ def combine(rubric: Rubric, rollouts: list[Rollout], columns: list[list[Cell]],
         timing = split_timing(metrics) if metrics else None
         scores.append(Score(rollout.id, rollout.group, reward, status, components, errors,
                             metrics, None, timing))
-    return scores
+    return ScoreColumns.of_scores(names, rollouts, scores)
 
 
 def store_plan(batch: BatchResult, plan: CallPlan, size: int, columns: list[list[Cell]],

@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 from ..calling import make_binder, to_component_result
 from ..gcpause import gc_paused
 from ..rubric import Component, Rubric
+from ..score_columns import ScoreColumns
 from ..types import ComponentResult, Rollout, Score, Status
 from ..workers import default_worker_count, format_exception
 from .assemble import SystematicWatch, combine, store_plan
@@ -277,42 +278,53 @@ class Engine:
     def score_group(self, rollouts: Sequence[Rollout]) -> list[Score]:
         """Score one group (sync); scores come back in the group's order."""
         loop = self._ensure_started()
-        return loop.submit(self._score_batch(Batch.of([rollouts]))).result()  # type: ignore[no-any-return]
+        columns: ScoreColumns = loop.submit(self._score_batch(Batch.of([rollouts]))).result()
+        return columns.scores()
 
     async def ascore_group(self, rollouts: Sequence[Rollout]) -> list[Score]:
         """Score one group (async); safe to call from any event loop."""
         loop = self._ensure_started()
-        result = await asyncio.wrap_future(loop.submit(self._score_batch(Batch.of([rollouts]))))
-        return result  # type: ignore[no-any-return]
+        columns: ScoreColumns = await asyncio.wrap_future(
+            loop.submit(self._score_batch(Batch.of([rollouts]))))
+        return columns.scores()
 
     def score(self, rollouts: Iterable[Rollout]) -> list[Score]:
         """Score rollouts given in any order; scores come back in the same order."""
-        items = list(rollouts)
+        return self._score_all(list(rollouts), build=True).scores()
+
+    def score_columns(self, rollouts: Iterable[Rollout]) -> ScoreColumns:
+        """``score``, with the results as columns: ``.rewards`` is what a training loop reads,
+        and no ``Score`` object is built for a rollout whose components all returned plain
+        numbers unless ``.scores()`` asks for them."""
+        return self._score_all(list(rollouts), build=False)
+
+    def _score_all(self, items: list[Rollout], build: bool) -> ScoreColumns:
+        names = self.rubric.names
         if not self._needs_groups:
             # No reward looks at a group as a whole: any slice of the input is a batch.
-            out: list[Score] = []
-            for _batch, scores in self._run_batches(self._slices(items), True, 8, None):
-                out.extend(scores)
-            return out
-        sizes = contiguous_sizes(items)
-        if sizes is not None:  # each group in one run, the usual layout: no reordering needed
-            out = []
-            for _batch, scores in self._run_batches(self._slices(items, sizes), True, 8, None):
-                out.extend(scores)
-            return out
+            batches = self._slices(items)
+        else:
+            sizes = contiguous_sizes(items)
+            if sizes is None:
+                return self._score_regrouped(items, build)
+            batches = self._slices(items, sizes)  # each group in one run: no reordering
+        return ScoreColumns.joined(names, [columns for _batch, columns in self._run_batches(
+            batches, True, 8, None, build)])
+
+    def _score_regrouped(self, items: list[Rollout], build: bool) -> ScoreColumns:
+        """Score rollouts whose groups are not each in one run: in group order, then back."""
         groups: dict[str, list[int]] = {}
         for index, rollout in enumerate(items):
             groups.setdefault(rollout.group, []).append(index)
         positions = [index for indices in groups.values() for index in indices]
-        regrouped = [items[index] for index in positions]
-        batches = self._slices(regrouped, [len(indices) for indices in groups.values()])
-        scattered: list[Score | None] = [None] * len(items)
-        done = 0
-        for _batch, scores in self._run_batches(batches, True, 8, None):
-            for index, score in zip(positions[done : done + len(scores)], scores):
-                scattered[index] = score
-            done += len(scores)
-        return [s for s in scattered if s is not None]
+        batches = self._slices([items[index] for index in positions],
+                               [len(indices) for indices in groups.values()])
+        joined = ScoreColumns.joined(self.rubric.names, [
+            columns for _batch, columns in self._run_batches(batches, True, 8, None, build)])
+        back = [0] * len(positions)  # where each input rollout landed in group order
+        for landed, index in enumerate(positions):
+            back[index] = landed
+        return joined.reordered(back)
 
     def stream(
         self, groups: Iterable[Sequence[Rollout]], *, ordered: bool = True, coalesce: bool = False,
@@ -335,21 +347,23 @@ class Engine:
             batches = (Batch.of([group]) for group in groups)
         # In-memory input keeps more batches queued so no worker waits between two of them.
         finished = self._run_batches(batches, ordered, 8 if coalesce else 2, max_in_flight)
-        return (scores for batch, flat in finished for scores in split(flat, batch.sizes))
+        return (scores for batch, columns in finished
+                for scores in split(columns.scores(), batch.sizes))
 
     def _run_batches(self, batches: Iterable[Batch], ordered: bool, depth: int,
-                     max_in_flight: int | None) -> Iterator[tuple[Batch, list[Score]]]:
+                     max_in_flight: int | None, build: bool = True
+                     ) -> Iterator[tuple[Batch, ScoreColumns]]:
         """Each batch with its scores, in order or as they finish."""
         loop = self._ensure_started()
         in_flight_limit = max_in_flight or max(2, depth * max(1, self.workers))
         if self.workers == 0 and not self._async:
             # Everything runs in this process and nothing awaits: no thread hand-off needed.
             for batch in batches:
-                yield batch, _now(self._score_batch(batch))
+                yield batch, _now(self._score_batch(batch, build))
             return
-        pending: list[tuple[Batch, Future[list[Score]]]] = []
+        pending: list[tuple[Batch, Future[ScoreColumns]]] = []
         for batch in batches:
-            pending.append((batch, loop.submit(self._score_batch(batch))))
+            pending.append((batch, loop.submit(self._score_batch(batch, build))))
             while len(pending) >= in_flight_limit:
                 yield from self._drain(pending, ordered, block=True)
             yield from self._drain(pending, ordered, block=False)
@@ -363,14 +377,14 @@ class Engine:
         """Async version of ``stream``: groups may come from an async generator."""
         loop = self._ensure_started()
         limit = max_in_flight or max(2, 2 * max(1, self.workers))
-        pending: list[asyncio.Future[list[Score]]] = []
+        pending: list[asyncio.Future[ScoreColumns]] = []
 
         async def drain(block: bool) -> AsyncIterator[list[Score]]:
             while pending:
                 if ordered:
                     if not pending[0].done() and not block:
                         return
-                    yield await pending.pop(0)
+                    yield (await pending.pop(0)).scores()
                 else:
                     done = [f for f in pending if f.done()]
                     if not done:
@@ -380,7 +394,7 @@ class Engine:
                         continue
                     for future in done:
                         pending.remove(future)
-                        yield await future
+                        yield (await future).scores()
                 block = block and len(pending) >= limit
 
         async def source() -> AsyncIterator[Sequence[Rollout]]:
@@ -407,8 +421,8 @@ class Engine:
                       workers=max(1, self.workers))
 
     @staticmethod
-    def _drain(pending: list[tuple[Batch, Future[list[Score]]]], ordered: bool,
-               block: bool) -> Iterator[tuple[Batch, list[Score]]]:
+    def _drain(pending: list[tuple[Batch, Future[ScoreColumns]]], ordered: bool,
+               block: bool) -> Iterator[tuple[Batch, ScoreColumns]]:
         if ordered:
             while pending and (block or pending[0][1].done()):
                 batch, future = pending.pop(0)
@@ -424,8 +438,10 @@ class Engine:
                 pending.remove(entry)
                 yield entry[0], entry[1].result()
 
-    async def _score_batch(self, batch: Batch) -> list[Score]:
-        """Score one batch of whole groups; scores in the batch's order."""
+    async def _score_batch(self, batch: Batch, build: bool = True) -> ScoreColumns:
+        """Score one batch of whole groups; scores in the batch's order. ``build`` makes
+        the ``Score`` objects here, on the engine's thread, while the workers go on with
+        later batches (rather than all at the end in the caller's)."""
         rollouts = batch.rollouts
         # The collector pauses around the allocation-heavy steps, never across an await.
         with gc_paused():
@@ -452,8 +468,12 @@ class Engine:
         with gc_paused():
             if cached is not None and self.cache is not None:
                 record(self.cache, self.rubric.components, cached, results, rollouts)
-            return combine(self.rubric, rollouts, [results[name] for name in self.rubric.names],
-                           [name in plain for name in self.rubric.names])
+            columns = combine(self.rubric, rollouts,
+                              [results[name] for name in self.rubric.names],
+                              [name in plain for name in self.rubric.names])
+            if build:
+                columns.scores()
+            return columns
 
     def _payload(self, rollouts: list[Rollout]) -> list[Any]:
         """What the sync program reads (see ``SyncProgram``): field columns or rollout tuples."""
