@@ -84,3 +84,16 @@ def test_suggested_step() -> None:
     assert big > DEFAULT_STEP
     q = quantize(1e5 + 0.1, big)
     assert is_float32_exact_grid([q], group_size=64)[0]
+
+
+@pytest.mark.parametrize("values", [[0.0, 0.5, 1.0], [0.3, 0.7], [1e5 + 0.1], [0.25, -0.75],
+                                    [1.0, math.inf], [math.nan, 0.5], []])
+def test_arrays_answer_as_lists_do(values: list[float]) -> None:
+    import numpy as np
+
+    for group_size in (1, 16, 64):
+        assert is_float32_exact_grid(np.array(values, dtype=np.float64),
+                                     group_size=group_size) == is_float32_exact_grid(
+            values, group_size=group_size)
+        assert suggest_step(np.array(values), group_size=group_size) == suggest_step(
+            values, group_size=group_size)

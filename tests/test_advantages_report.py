@@ -145,3 +145,18 @@ def test_cli_bad_usage_exits_2(tmp_path: Path) -> None:
     assert runner.invoke(app, ["advantages", str(tmp_path / "missing.jsonl")]).exit_code == 2
     ids = cli.read_scored_rewards(scored)[2]
     assert ids[:2] == ["a0", "a1"] and len(ids) == 17
+
+
+def test_check_trainers_matches_one_check_per_trainer() -> None:
+    from rewardsmith.advantages import check_trainers, trainer_names
+
+    ids = [f"r{i}" for i in range(len(REWARDS))]
+    names = trainer_names()
+    reports = check_trainers(REWARDS, GROUPS, names, ids=ids)
+    assert list(reports) == list(names)
+    for name in names:
+        assert reports[name].to_dict() == check_advantages(REWARDS, GROUPS, trainer=name,
+                                                           ids=ids).to_dict()
+    assert reports["slime"].broken_groups == 1 and reports["rewardsmith"].broken_groups == 0
+    with pytest.raises(ConfigError, match="2 group labels"):
+        check_trainers([1.0], ["a", "b"], names)

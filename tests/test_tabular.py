@@ -116,3 +116,13 @@ def test_fast_lines_equal_the_generic_encoder(score: Score) -> None:
     line = score_lines([score])
     assert line == score_line(score) + "\n"
     json.loads(line)
+
+
+def test_fast_lines_keep_the_sign_of_zero_and_every_digit() -> None:
+    # Float texts are remembered between lines: 0.0 and -0.0 (one dict key) must not share.
+    scores = [Score("z", "g", value, Status.OK, {"c": value, "d": -value}, advantage=value)
+              for value in (0.0, -0.0, 0.0, 0.1, 0.1 + 0.2, -0.0, 1e-300, 5e-324)]
+    lines = score_lines(scores).splitlines()
+    assert lines == [score_line(s) for s in scores]
+    assert '"reward": -0.0' in lines[1] and '"reward": 0.0' in lines[2]
+    assert '"reward": 0.30000000000000004' in lines[4]

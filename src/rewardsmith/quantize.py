@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Iterable
+from typing import Any
 
 from .errors import AdvantageError, ConfigError
 
@@ -97,13 +98,13 @@ def is_float32_exact_grid(
     ``group_size`` of them fits float32's significand; ``(False, None)`` otherwise (also for
     NaN or inf). No values: ``(True, None)``.
     """
-    import numpy as np  # only advantage checks ask this
-
-    data = np.asarray([v for v in values if v is not None], dtype=np.float64)
+    data = _finite_array(values)
+    if data is None:
+        return False, None
     if data.size == 0:
         return True, None
-    if not np.isfinite(data).all():
-        return False, None
+    import numpy as np
+
     largest = float(np.abs(data).max())
     for power in range(_FINEST_POWER + 1):
         scaled = data * 2.0**power  # exact: scaling by a power of two
@@ -113,18 +114,37 @@ def is_float32_exact_grid(
     return False, None
 
 
+def _values_array(values: Iterable[float | None]) -> Any:
+    """The values (None left out) as a float64 array; an array is taken as it is."""
+    import numpy as np  # only advantage checks ask this
+
+    if isinstance(values, np.ndarray):
+        return values.astype(np.float64, copy=False)
+    return np.asarray([v for v in values if v is not None], dtype=np.float64)
+
+
+def _finite_array(values: Iterable[float | None]) -> Any:
+    """``_values_array``, or None when a value is NaN or infinite."""
+    import numpy as np
+
+    data = _values_array(values)
+    return data if bool(np.isfinite(data).all()) else None
+
+
 def suggest_step(values: Iterable[float | None], *, group_size: int = 64) -> float:
     """A step to quantize ``values`` to: their own grid if they have one, else ``2**-10``.
 
     A grid of ``2**-10`` is coarsened (by powers of two) when the values are too large for
     ``group_size`` of them to sum exactly.
     """
-    kept = [v for v in values if v is not None]
-    exact, step = is_float32_exact_grid(kept, group_size=group_size)
+    import numpy as np
+
+    data = _values_array(values)
+    exact, step = is_float32_exact_grid(data, group_size=group_size)
     if exact and step is not None:
         return step
-    finite = [abs(v) for v in kept if math.isfinite(v)]
-    largest = max(finite, default=0.0)
+    finite = np.abs(data[np.isfinite(data)])
+    largest = float(finite.max()) if finite.size else 0.0
     needed = largest * max(group_size, 1) / 2.0**_SIGNIFICAND
     if needed < DEFAULT_STEP:
         return DEFAULT_STEP

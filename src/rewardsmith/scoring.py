@@ -167,7 +167,7 @@ class ScoreJob:
 
     def _check_trainers(self, scores: Sequence[Score]) -> dict[str, Any]:
         """What each trainer's own float32 arithmetic would make of these rewards."""
-        from .advantages import check_advantages, trainer_names
+        from .advantages import check_trainers, trainer_names
 
         rewards = [s.reward for s in scores]
         groups = [s.group for s in scores]
@@ -175,8 +175,9 @@ class ScoreJob:
         trainers = [self.trainer] if self.trainer else [
             t for t in trainer_names() if t != "rewardsmith"]
         out: dict[str, Any] = {}
+        reports = check_trainers(rewards, groups, trainers, ids=ids)
         for trainer in trainers:
-            report = check_advantages(rewards, groups, trainer=trainer, ids=ids).to_dict()
+            report = reports[trainer].to_dict()
             out[trainer] = {key: report[key] for key in (
                 "broken_groups", "worst_magnitude", "zero_variance_groups", "on_exact_grid",
                 "suggested_step", "example") if key in report}

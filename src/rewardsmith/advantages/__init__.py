@@ -27,6 +27,7 @@ from .report import (
     HistogramBin,
     RewardDistribution,
     check_advantages,
+    check_trainers,
 )
 from .trainers import (
     TRAINERS,
@@ -53,6 +54,7 @@ __all__ = [
     "advantages_array",
     "apply_advantages",
     "check_advantages",
+    "check_trainers",
     "check_step",
     "compute_advantages",
     "emulate_advantages",

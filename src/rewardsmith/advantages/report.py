@@ -29,6 +29,7 @@ __all__ = [
     "HistogramBin",
     "RewardDistribution",
     "check_advantages",
+    "check_trainers",
 ]
 
 _NOISE = 1e-9  # relative spread below which unequal rewards are float noise, not signal
@@ -149,80 +150,110 @@ def check_advantages(
     ids: Sequence[Any] | None = None,
 ) -> AdvantageReport:
     """Emulate ``trainer`` in ``dtype`` on these rewards and report zero-variance and broken groups."""
-    spec = get_trainer(trainer)
-    if len(groups) != len(rewards):
-        raise ConfigError(f"got {len(rewards)} rewards but {len(groups)} group labels")
-    values, valid = _reward_vector(rewards, ids)
-    codes, labels = encode_groups(groups)
-    emulated = emulate_array(
-        values,
-        codes,
-        trainer=spec.name,
-        valid=valid,
-        dtype=dtype,
-        scale=scale,
-        method=method,
-        ids=ids,
-    )
+    return _Prepared.of(rewards, groups, ids).report(trainer, dtype, scale, method)
 
-    positions = np.flatnonzero(valid)
-    kept_codes = codes[positions]
-    order = positions[np.argsort(kept_codes, kind="stable")]
-    sorted_codes = codes[order]
-    starts = (
-        np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]]) if order.size else order
-    )
-    sizes = np.diff(np.r_[starts, order.size])
-    r = values[order]
-    low = np.minimum.reduceat(r, starts) if order.size else r
-    high = np.maximum.reduceat(r, starts) if order.size else r
-    equal = low == high
-    zero_variance = equal & (sizes >= 2)
-    scale_of = np.maximum(1.0, np.maximum(np.abs(low), np.abs(high)))
-    noise = ~equal & ((high - low) <= _NOISE * scale_of)
 
-    adv = emulated[order]
-    magnitude = np.where(np.isnan(adv), np.inf, np.abs(adv))
-    worst_in_group = np.maximum.reduceat(magnitude, starts) if order.size else magnitude
-    broken = zero_variance & (worst_in_group > 0)
-    broken_rollouts = int(sizes[broken].sum())
+def check_trainers(
+    rewards: Sequence[float | None],
+    groups: Sequence[Hashable],
+    trainers: Sequence[str],
+    *,
+    dtype: str = "float32",
+    ids: Sequence[Any] | None = None,
+) -> dict[str, AdvantageReport]:
+    """``check_advantages`` under each of ``trainers`` (their own scale and method), with the
+    work that does not depend on the trainer (groups, order, grid, distribution) done once."""
+    prepared = _Prepared.of(rewards, groups, ids)
+    return {trainer: prepared.report(trainer, dtype, None, None) for trainer in trainers}
 
-    example = None
-    worst = 0.0
-    if broken.any():
-        pick = int(np.flatnonzero(broken)[np.argmax(worst_in_group[broken])])
-        worst = float(worst_in_group[pick])
-        members = order[starts[pick] : starts[pick] + sizes[pick]]
-        example = BrokenGroup(
-            group=str(labels[int(codes[members[0]])]),
-            ids=[str(ids[m]) if ids is not None else f"#{m}" for m in members.tolist()],
-            rewards=values[members].tolist(),
-            advantages=emulated[members].tolist(),
+
+@dataclass
+class _Prepared:
+    """A batch of rewards as the checks read it, whatever the trainer."""
+
+    values: NDArray[np.float64]
+    valid: NDArray[np.bool_]
+    codes: NDArray[np.intp]
+    labels: list[Hashable]
+    ids: Sequence[Any] | None
+    order: NDArray[np.intp]  # unmasked positions, grouped
+    starts: NDArray[np.intp]  # where each group starts in ``order``
+    sizes: NDArray[np.intp]
+    zero_variance: NDArray[np.bool_]
+    noise: NDArray[np.bool_]
+    grid: tuple[bool, float | None, float | None]  # on the grid, its step, a suggested step
+    distribution: RewardDistribution
+
+    @classmethod
+    def of(cls, rewards: Sequence[float | None], groups: Sequence[Hashable],
+           ids: Sequence[Any] | None) -> _Prepared:
+        if len(groups) != len(rewards):
+            raise ConfigError(f"got {len(rewards)} rewards but {len(groups)} group labels")
+        values, valid = _reward_vector(rewards, ids)
+        codes, labels = encode_groups(groups)
+        positions = np.flatnonzero(valid)
+        order = positions[np.argsort(codes[positions], kind="stable")]
+        sorted_codes = codes[order]
+        starts = (np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+                  if order.size else order)
+        sizes = np.diff(np.r_[starts, order.size])
+        r = values[order]
+        low = np.minimum.reduceat(r, starts) if order.size else r
+        high = np.maximum.reduceat(r, starts) if order.size else r
+        equal = low == high
+        scale_of = np.maximum(1.0, np.maximum(np.abs(low), np.abs(high)))
+        kept = values[positions]
+        largest_group = max(int(sizes.max()) if sizes.size else 0, 1)
+        on_grid, step = is_float32_exact_grid(kept, group_size=largest_group)
+        suggested = None if on_grid else suggest_step(kept, group_size=largest_group)
+        return cls(values, valid, codes, labels, ids, order, starts, sizes,
+                   zero_variance=equal & (sizes >= 2),
+                   noise=~equal & ((high - low) <= _NOISE * scale_of),
+                   grid=(on_grid, step, suggested), distribution=_distribution(kept))
+
+    def report(self, trainer: str, dtype: str, scale: str | None,
+               method: str | None) -> AdvantageReport:
+        spec = get_trainer(trainer)
+        values, codes, ids = self.values, self.codes, self.ids
+        order, starts, sizes = self.order, self.starts, self.sizes
+        emulated = emulate_array(values, codes, trainer=spec.name, valid=self.valid,
+                                 dtype=dtype, scale=scale, method=method, ids=ids)
+        adv = emulated[order]
+        magnitude = np.where(np.isnan(adv), np.inf, np.abs(adv))
+        worst_in_group = np.maximum.reduceat(magnitude, starts) if order.size else magnitude
+        broken = self.zero_variance & (worst_in_group > 0)
+        example = None
+        worst = 0.0
+        if broken.any():
+            pick = int(np.flatnonzero(broken)[np.argmax(worst_in_group[broken])])
+            worst = float(worst_in_group[pick])
+            members = order[starts[pick] : starts[pick] + sizes[pick]]
+            example = BrokenGroup(
+                group=str(self.labels[int(codes[members[0]])]),
+                ids=[str(ids[m]) if ids is not None else f"#{m}" for m in members.tolist()],
+                rewards=values[members].tolist(),
+                advantages=emulated[members].tolist(),
+            )
+        on_grid, step, suggested = self.grid
+        return AdvantageReport(
+            trainer=spec.name,
+            dtype=dtype,
+            rollouts=int(values.size),
+            masked=int(values.size - order.size),
+            groups=len(self.labels),
+            singleton_groups=int((sizes == 1).sum()),
+            zero_variance_groups=int(self.zero_variance.sum()),
+            noise_groups=int(self.noise.sum()),
+            broken_groups=int(broken.sum()),
+            broken_rollouts=int(sizes[broken].sum()),
+            worst_magnitude=worst,
+            example=example,
+            distribution=self.distribution,
+            on_exact_grid=on_grid,
+            grid_step=step,
+            suggested_step=suggested,
+            max_group_size=int(sizes.max()) if sizes.size else 0,
         )
-
-    kept = values[positions]
-    largest_group = int(sizes.max()) if sizes.size else 0
-    on_grid, step = is_float32_exact_grid(kept.tolist(), group_size=max(largest_group, 1))
-    suggested = None if on_grid else suggest_step(kept.tolist(), group_size=max(largest_group, 1))
-    return AdvantageReport(
-        trainer=spec.name,
-        dtype=dtype,
-        rollouts=int(values.size),
-        masked=int(values.size - positions.size),
-        groups=len(labels),
-        singleton_groups=int((sizes == 1).sum()),
-        zero_variance_groups=int(zero_variance.sum()),
-        noise_groups=int(noise.sum()),
-        broken_groups=int(broken.sum()),
-        broken_rollouts=broken_rollouts,
-        worst_magnitude=worst,
-        example=example,
-        distribution=_distribution(kept),
-        on_exact_grid=on_grid,
-        grid_step=step,
-        suggested_step=suggested,
-        max_group_size=largest_group,
-    )
 
 
 def _num(value: float | None) -> str:
