@@ -165,6 +165,9 @@ ENVIRONMENT: dict[str, str] = {
     "REWARDSMITH_LOG_RUN": "The tracker run name for `REWARDSMITH_LOG_TO`.",
     "REWARDSMITH_LOG_DIR": "Where `REWARDSMITH_LOG_TO`'s trackers write (a folder per tracker "
     "when several share a folder; a URI is passed as it is).",
+    "REWARDSMITH_DRIFT": "`on` (or component pairs to follow, `correct~judge,format~judge`): "
+    "each scoring call a trainer adapter makes is a step of a drift watch, one per process; "
+    "warnings go to the `rewardsmith.drift` logger, figures to the adapters' trackers.",
 }
 
 # Modules that read a variable whose NAME the user chooses -> what that variable holds.

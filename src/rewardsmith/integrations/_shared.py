@@ -304,7 +304,7 @@ def score_rollouts(
         for index, score in zip(indices, scores):
             out[index] = Scored(score, engine.rubric)
     done = [s for s in out if s is not None]
-    record_step(done, trackers)
+    record_step(done, trackers, rollouts)
     return done
 
 
@@ -332,14 +332,16 @@ async def ascore_rollouts(
             out[index] = Scored(score, engine.rubric)
     done = [s for s in out if s is not None]
     if record:
-        record_step(done, trackers)
+        record_step(done, trackers, rollouts)
     return done
 
 
-def record_step(scored: Sequence[Scored], trackers: Sequence[Tracker] = ()) -> None:
-    """One adapter call's scores as one tracker step (nothing when no tracker listens); the
-    judge cost is what this process's engines spent since the previous step."""
-    record_scoring_step([s.score for s in scored], _CACHE.engines(), trackers)
+def record_step(scored: Sequence[Scored], trackers: Sequence[Tracker] = (),
+                rollouts: Sequence[Rollout] | None = None) -> None:
+    """One adapter call's scores as one step of the trackers and of the drift watch (nothing
+    when neither listens); the judge cost is what this process's engines spent since the
+    previous step, and ``rollouts`` give the watch completion lengths."""
+    record_scoring_step([s.score for s in scored], _CACHE.engines(), trackers, rollouts)
 
 
 def accuracy_component(rubric: Rubric) -> str:

@@ -193,7 +193,7 @@ async def custom_rm(args: Any, sample: Any, **kwargs: Any) -> Any:
             scored[index] = Scored(masked_score(rollouts[index], rubric, MASKED_STATES[state]),
                                    rubric)
     complete = [s for s in scored if s is not None]
-    record_step(complete)  # the call is one tracker step, masked samples included
+    record_step(complete, rollouts=rollouts)  # one step, masked samples included
     results = [_result(s, keys, fallback) for s in complete]
     if sizes is not None:
         return _nest(results, sizes)

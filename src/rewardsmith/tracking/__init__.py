@@ -16,14 +16,18 @@ are listed in ``rewardsmith.tracking.stats`` and docs/tracking.md.
 from __future__ import annotations
 
 from .adapter_steps import (
+    ENV_DRIFT,
     ENV_LOG_DIR,
     ENV_LOG_PROJECT,
     ENV_LOG_RUN,
     ENV_LOG_TO,
     close_scoring_trackers,
+    scoring_drift,
     scoring_trackers,
     stop_tracking,
+    stop_watching_drift,
     track_scoring,
+    watch_drift,
 )
 from .base import Tracker, TrackerBase, Trackers, TrackingError
 from .mlflow_tracker import MlflowTracker
@@ -34,6 +38,7 @@ from .tensorboard_tracker import TensorBoardTracker
 from .wandb_tracker import WandbTracker
 
 __all__ = [
+    "ENV_DRIFT",
     "ENV_LOG_DIR",
     "ENV_LOG_PROJECT",
     "ENV_LOG_RUN",
@@ -57,8 +62,11 @@ __all__ = [
     "open_tracker",
     "open_trackers",
     "score_stats",
+    "scoring_drift",
     "scoring_trackers",
     "stop_tracking",
+    "stop_watching_drift",
     "track_scoring",
+    "watch_drift",
     "usage_metrics",
 ]

@@ -12,6 +12,11 @@ Two ways to switch it on:
 A tracker that fails to log warns once and scoring goes on: a full disk must not stop training.
 Judge cost per step is what the engines' usage counters grew by since the previous step, so the
 steps add up to the run's total even when calls overlap.
+
+The same steps can feed a drift watch (``rewardsmith.analysis.DriftWatch``): ``watch_drift()``
+in Python, or ``REWARDSMITH_DRIFT=on`` (or component pairs to follow, ``correct~judge``) in the
+environment. Its warnings go to the ``rewardsmith.drift`` logger, and its figures of the step
+(``drift/...``) to the trackers that listen.
 """
 
 from __future__ import annotations
@@ -21,20 +26,28 @@ import os
 import threading
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from ..types import Score
+from ..errors import ConfigError
+from ..types import Rollout, Score
 from .base import Tracker
-from .stats import score_stats
+from .stats import key_part, score_stats
 
-__all__ = ["ENV_LOG_DIR", "ENV_LOG_PROJECT", "ENV_LOG_RUN", "ENV_LOG_TO",
-           "close_scoring_trackers", "record_scoring_step", "scoring_trackers", "stop_tracking",
-           "track_scoring"]
+if TYPE_CHECKING:
+    from ..analysis.drift import DriftWatch, StepStats
+
+__all__ = ["ENV_DRIFT", "ENV_LOG_DIR", "ENV_LOG_PROJECT", "ENV_LOG_RUN", "ENV_LOG_TO",
+           "close_scoring_trackers", "drift_metrics", "record_scoring_step", "scoring_drift",
+           "scoring_trackers", "stop_tracking", "stop_watching_drift", "track_scoring",
+           "watch_drift"]
 
 ENV_LOG_TO = "REWARDSMITH_LOG_TO"
 ENV_LOG_PROJECT = "REWARDSMITH_LOG_PROJECT"
 ENV_LOG_RUN = "REWARDSMITH_LOG_RUN"
 ENV_LOG_DIR = "REWARDSMITH_LOG_DIR"
+ENV_DRIFT = "REWARDSMITH_DRIFT"
+_DRIFT_ON = {"1", "on", "true", "yes"}
+_DRIFT_OFF = {"", "0", "off", "false", "no"}
 
 
 class Metered(Protocol):
@@ -51,6 +64,24 @@ class _Steps:
         self.env_trackers: list[Tracker] = []
         self.seen: dict[tuple[int, int, str], dict[str, float]] = {}
         self.failed: set[int] = set()
+        self.drift: DriftWatch | None = None  # set in Python (watch_drift)
+        self.env_drift: tuple[int, DriftWatch | None] | None = None  # (pid, from the env)
+        self.drift_lock = threading.Lock()  # a watch takes one step at a time
+        self.drift_failed = False
+
+    def drift_from_env(self) -> DriftWatch | None:
+        """This process's watch from ``REWARDSMITH_DRIFT`` (made once per process)."""
+        pid = os.getpid()
+        if self.env_drift is not None and self.env_drift[0] == pid:
+            return self.env_drift[1]
+        raw = os.environ.get(ENV_DRIFT, "").strip()
+        watch = None
+        if raw.lower() not in _DRIFT_OFF:
+            from ..analysis.drift import DriftWatch
+
+            watch = DriftWatch(pairs=_drift_pairs(raw))
+        self.env_drift = (pid, watch)
+        return watch
 
     def from_env(self) -> list[Tracker]:
         """This process's trackers from ``REWARDSMITH_LOG_TO`` (opened once per process)."""
@@ -94,8 +125,80 @@ class _Steps:
             tracker.close()
 
 
+def _drift_pairs(raw: str) -> list[tuple[str, str]]:
+    """``on`` (no pairs) or component pairs such as ``correct~judge,format~judge``."""
+    if raw.lower() in _DRIFT_ON:
+        return []
+    pairs = []
+    for part in (p.strip() for p in raw.split(",")):
+        names = [n.strip() for n in part.split("~")]
+        if len(names) != 2 or not all(names):
+            raise ConfigError(f"{ENV_DRIFT}={raw!r}: expected 'on', or component pairs to "
+                              f"follow such as 'correct~judge' (comma-separated), not {part!r}")
+        pairs.append((names[0], names[1]))
+    return pairs
+
+
 _STEPS = _Steps()
 atexit.register(_STEPS.close_env)
+
+
+def watch_drift(watch: DriftWatch | None = None) -> DriftWatch:
+    """Feed every adapter scoring call in this process to a drift watch (``watch``, or a new
+    one with the default thresholds), one step per call; returns it (its ``warnings`` and
+    ``history`` grow as training goes). Replaces the watch set before."""
+    if watch is None:
+        from ..analysis.drift import DriftWatch
+
+        watch = DriftWatch()
+    with _STEPS.lock:
+        _STEPS.drift = watch
+    return watch
+
+
+def stop_watching_drift() -> None:
+    """Stop feeding the watch ``watch_drift`` set (one from the environment stays)."""
+    with _STEPS.lock:
+        _STEPS.drift = None
+
+
+def scoring_drift() -> DriftWatch | None:
+    """The watch adapter calls feed now: ``watch_drift``'s, else the environment's."""
+    with _STEPS.lock:
+        return _STEPS.drift or _STEPS.drift_from_env()
+
+
+def drift_metrics(stats: StepStats, warnings_now: int) -> dict[str, float]:
+    """A drift step's figures as tracker metrics (``drift/...``); figures with no value are
+    left out."""
+    out: dict[str, float] = {"drift/warnings": float(warnings_now)}
+    if stats.zero_variance_fraction is not None:
+        out["drift/zero_variance_fraction"] = stats.zero_variance_fraction
+    if stats.mean_length is not None:
+        out["drift/mean_length"] = stats.mean_length
+    for name, share in stats.shares.items():
+        out[f"drift/share/{key_part(name)}"] = share
+    for pair, found in stats.agreement.items():
+        value = found.get("disagreement")
+        if isinstance(value, (int, float)):
+            out[f"drift/disagreement/{key_part(pair)}"] = float(value)
+    return out
+
+
+def _observe(watch: DriftWatch, scores: Sequence[Score],
+             rollouts: Sequence[Rollout] | None) -> dict[str, float]:
+    """One step of ``watch``; a watch that fails warns once and scoring goes on."""
+    try:
+        with _STEPS.drift_lock:
+            found = watch.observe(scores, rollouts=rollouts)
+            return drift_metrics(watch.history[-1], len(found))
+    except Exception as exc:  # noqa: BLE001 - the watch must not stop training
+        with _STEPS.lock:
+            first, _STEPS.drift_failed = not _STEPS.drift_failed, True
+        if first:
+            warnings.warn(f"rewardsmith's drift watch failed on a scoring step: {exc}; scoring "
+                          f"goes on (further failures are silent)", RuntimeWarning, stacklevel=3)
+        return {}
 
 
 def close_scoring_trackers() -> None:
@@ -127,15 +230,19 @@ def scoring_trackers() -> list[Tracker]:
 
 
 def record_scoring_step(scores: Sequence[Score], engines: Iterable[Metered],
-                        extra: Sequence[Tracker] = ()) -> None:
-    """One adapter scoring call as one step of every tracker that listens (no-op otherwise)."""
+                        extra: Sequence[Tracker] = (),
+                        rollouts: Sequence[Rollout] | None = None) -> None:
+    """One adapter scoring call as one step of every tracker that listens and of the drift
+    watch (no-op when neither is on). ``rollouts`` give the drift watch completion lengths."""
+    watch = scoring_drift()
+    drift = _observe(watch, scores, rollouts) if watch is not None else {}
     with _STEPS.lock:
         targets = [*_STEPS.trackers, *_STEPS.from_env()]
         targets.extend(t for t in extra if t not in targets)
         if not targets:
             return
         usage: Mapping[str, Mapping[str, float]] = _STEPS.usage_delta(engines)
-    metrics = score_stats(scores, usage or None)
+    metrics = {**score_stats(scores, usage or None), **drift}
     for tracker in targets:
         try:
             tracker.log_metrics(metrics)
