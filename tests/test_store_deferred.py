@@ -391,3 +391,32 @@ def test_a_run_killed_while_its_helper_waits_still_gets_its_rollouts(tmp_path: P
         keys = store.members(run).keys
         assert len(keys) == 200
         assert store.lookup_cells("comp", keys[:12]) == {key: 0.5 for key in keys[:10]}
+
+
+def test_rollout_blocks_are_compressed_and_plain_text_blocks_still_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import zlib
+
+    from rewardsmith import store as store_module
+
+    rollouts = _rollouts(40)
+    run = _record_run(tmp_path / "s.db", rollouts, defer=True)
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        stored = db.execute("SELECT contents FROM store_pending_rollouts").fetchone()[0]
+        assert isinstance(stored, bytes)
+        texts = json.loads(zlib.decompress(stored))
+        assert texts == [json.loads(r.content_json()) for r in rollouts]
+        # As a version before schema 5 wrote it: the same JSON as plain text.
+        db.execute("UPDATE store_pending_rollouts SET contents = ?",
+                   (zlib.decompress(stored).decode("utf-8"),))
+    with Store(tmp_path / "s.db") as store:
+        assert store.load_rollouts(run) == rollouts
+        assert store.members(run).keys == [r.content_key() for r in rollouts]
+    monkeypatch.setattr(store_module, "_PENDING_IN_MEMORY", 0)  # settle the text blocks
+    with Store(tmp_path / "s.db") as store:
+        store.lookup_cells("comp", ["nothing"])
+        assert store.load_rollouts(run) == rollouts
+        assert store.column("comp", store.members(run))[0] == 1.0  # results found by key
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        assert db.execute("SELECT count(*) FROM store_pending_rollouts").fetchone()[0] == 0

@@ -52,6 +52,7 @@ from .status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of
 from .store_pending import (
     PENDING_SCHEMA,
     PackedResults,
+    block_contents,
     block_keys,
     cells_of_block,
     pack_results,
@@ -73,7 +74,7 @@ __all__ = [
 ]
 
 DEFAULT_STORE_PATH = "rewardsmith.db"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _CHUNK = 900  # keys per IN (...) query: well under SQLite's variable limit
 # Pending results read into memory for look-ups (about 150 bytes each); past this many the
 # store settles them into its tables instead.
@@ -117,7 +118,7 @@ CREATE TABLE IF NOT EXISTS store_results (
 # Schema 3 -> 4: pending result blocks may name their rollouts by position in their run.
 _MIGRATIONS = {1: [f"ALTER TABLE store_runs ADD COLUMN {column}" for column in (
     "pid INTEGER", "host TEXT", "boot_id TEXT", "process_start TEXT")],
-    2: ["ALTER TABLE store_results ADD COLUMN seconds REAL"], 3: []}
+    2: ["ALTER TABLE store_results ADD COLUMN seconds REAL"], 3: [], 4: []}
 _INSERT_RESULT = ("INSERT OR IGNORE INTO store_results (component, item, value, status, error, "
                   "metrics, recorded, seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 _RUN_COLUMNS = 13  # store_runs columns before the process identity
@@ -829,7 +830,7 @@ class Store:
             return bool(self._db.execute(query, args * 2).fetchone()[0])
 
     def _pending_rollouts(self, run: str, *, wait: bool = True
-                          ) -> list[tuple[int, str, str, str, str]]:
+                          ) -> list[tuple[int, str, str, str, str | bytes]]:
         """The pending blocks of ``run``'s rollouts, in order (empty when it has none)."""
         if wait:
             self._wait_begun()
@@ -874,7 +875,7 @@ class Store:
                 "WHERE p.run != ? ORDER BY r.created, p.run, p.start", (skip,)).fetchall()
             for run, start, ids, groups, keys, contents in rollout_blocks:
                 key_list: list[str] = json.loads(keys)
-                content_list = [stable_json(c) for c in json.loads(contents)]
+                content_list = [stable_json(c) for c in json.loads(block_contents(contents))]
                 items = self._items(key_list, content_list)
                 db.executemany(
                     "INSERT OR IGNORE INTO store_members VALUES (?, ?, ?, ?, ?)",
@@ -1090,7 +1091,7 @@ def _run_info(row: tuple[Any, ...]) -> RunInfo:
                    json.loads(summary) if summary else None, pid, host)
 
 
-def _rollouts_of_blocks(blocks: Sequence[tuple[int, str, str, str, str]],
+def _rollouts_of_blocks(blocks: Sequence[tuple[int, str, str, str, str | bytes]],
                         positions: Sequence[int] | None) -> list[Rollout]:
     """Rollouts from a run's pending blocks (all, or those at ``positions``, in order)."""
     wanted = None if positions is None else sorted(set(positions))
@@ -1102,9 +1103,8 @@ def _rollouts_of_blocks(blocks: Sequence[tuple[int, str, str, str, str]],
             if wanted is not None and not any(start <= p < end for p in wanted):
                 continue
             block_groups: list[str] = json.loads(groups)
-            block_contents: list[list[Any]] = json.loads(contents)
+            fields: list[list[Any]] = json.loads(block_contents(contents))
             offsets = (range(len(block_ids)) if wanted is None
                        else [p - start for p in wanted if start <= p < end])
-            out.extend(Rollout(block_ids[i], block_groups[i], *block_contents[i])
-                       for i in offsets)
+            out.extend(Rollout(block_ids[i], block_groups[i], *fields[i]) for i in offsets)
     return out

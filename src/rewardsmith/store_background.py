@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .sqlite_setup import connect
-from .store_pending import write_rollout_blocks
+from .store_pending import rollout_block_rows, write_rollout_rows
 from .types import Rollout, content_json_of, key_of_content
 
 __all__ = ["MIN_ROLLOUTS", "encode_columns", "helper_fits", "record_in_helper"]
@@ -146,6 +146,8 @@ def _record(conn: Any) -> None:
     try:
         texts, keys = encode_columns(*columns)
         del columns
+        rows = rollout_block_rows(run_id, ids, groups, keys, texts)  # compressed, still early
+        del texts, keys
         try:
             conn.recv_bytes()  # the word to write
         except (EOFError, OSError):
@@ -160,7 +162,7 @@ def _record(conn: Any) -> None:
             db.execute("PRAGMA cache_size = -262144")
             db.execute("BEGIN IMMEDIATE")
             try:
-                write_rollout_blocks(db, run_id, ids, groups, keys, texts)
+                write_rollout_rows(db, rows)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
