@@ -420,3 +420,20 @@ def test_rollout_blocks_are_compressed_and_plain_text_blocks_still_read(
         assert store.column("comp", store.members(run))[0] == 1.0  # results found by key
     with sqlite3.connect(tmp_path / "s.db") as db:
         assert db.execute("SELECT count(*) FROM store_pending_rollouts").fetchone()[0] == 0
+
+
+def test_rollouts_at_positions_are_found_across_blocks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rewardsmith import store_pending
+
+    monkeypatch.setattr(store_pending, "ROLLOUT_CHUNK", 4)  # 23 rollouts in 6 blocks
+    rollouts = _rollouts(23)
+    run = _record_run(tmp_path / "s.db", rollouts, defer=True)
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        assert db.execute("SELECT count(*) FROM store_pending_rollouts").fetchone()[0] == 6
+    with Store(tmp_path / "s.db") as store:
+        picked = store.load_rollouts(run, [22, 0, 5, 5, 9, 7, 4])
+        assert [r.id for r in picked] == ["r0", "r4", "r5", "r7", "r9", "r22"]
+        assert picked == [rollouts[i] for i in (0, 4, 5, 7, 9, 22)]
+        assert store.load_rollouts(run, list(range(8, 12))) == rollouts[8:12]  # a whole block
+        assert store.load_rollouts(run) == rollouts

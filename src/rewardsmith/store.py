@@ -32,6 +32,7 @@ something needs them (see ``rewardsmith.store_pending``).
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import sqlite3
@@ -1100,11 +1101,14 @@ def _rollouts_of_blocks(blocks: Sequence[tuple[int, str, str, str, str | bytes]]
         for start, ids, groups, _, contents in blocks:
             block_ids: list[str] = json.loads(ids)
             end = start + len(block_ids)
-            if wanted is not None and not any(start <= p < end for p in wanted):
-                continue
+            offsets: Sequence[int] = range(len(block_ids))
+            if wanted is not None:  # this block's share of the sorted positions, by bisection
+                inside = wanted[bisect.bisect_left(wanted, start):bisect.bisect_left(wanted, end)]
+                if not inside:
+                    continue
+                if len(inside) < len(block_ids):
+                    offsets = [p - start for p in inside]
             block_groups: list[str] = json.loads(groups)
             fields: list[list[Any]] = json.loads(block_contents(contents))
-            offsets = (range(len(block_ids)) if wanted is None
-                       else [p - start for p in wanted if start <= p < end])
             out.extend(Rollout(block_ids[i], block_groups[i], *fields[i]) for i in offsets)
     return out
