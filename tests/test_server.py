@@ -73,6 +73,22 @@ def test_score_chat_messages_and_aliases(client: httpx.Client) -> None:
     assert data["scores"][0]["reward"] == 1.25 and data["scores"][0]["group"] == "5"
 
 
+def test_group_aliases_are_typed_in_the_schema_and_checked(client: httpx.Client) -> None:
+    # The aliases of group are fields of the schema, typed as group is: an object there is a
+    # 422 that the schema announces, not a surprise to a client that follows the schema.
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["RolloutIn"]
+    for alias in ("group_id", "prompt_id", "group_index"):
+        types = {branch.get("type") for branch in schema["properties"][alias]["anyOf"]}
+        assert types == {"string", "integer", "null"}, alias
+        reply = client.post("/score", json={"rollouts": [rollout("#### 72", group=None,
+                                                                 **{alias: {"a": 1}})]})
+        assert reply.status_code == 422 and alias in reply.text
+    grouped = client.post("/score", json={"rollouts": [
+        rollout("#### 72", group=None, group_index=3), rollout("#### 7", group=None,
+                                                               prompt_id="p")]}).json()
+    assert [s["group"] for s in grouped["scores"]] == ["3", "p"]
+
+
 def test_score_bad_rollouts_are_422_naming_the_place(client: httpx.Client) -> None:
     reply = client.post("/score", json={"rollouts": [rollout("ok"), {"prompt": "no completion"}]})
     assert reply.status_code == 422

@@ -57,6 +57,10 @@ class RolloutIn(BaseModel):
     group: str | int | None = Field(
         None, description="The prompt group GRPO normalizes over (aliases: group_id, prompt_id, "
         "group_index). Default: a hash of the prompt.")
+    # The aliases, typed as ``group`` is (an object there is refused, so the schema says so).
+    group_id: str | int | None = Field(None, description="Alias of group.")
+    prompt_id: str | int | None = Field(None, description="Alias of group.")
+    group_index: str | int | None = Field(None, description="Alias of group.")
     prompt: TextOrMessages | None = None
     completion: TextOrMessages | None = Field(None, description="Required (alias: response).")
     response: TextOrMessages | None = None

@@ -36,11 +36,12 @@ def invalid(location: Sequence[str | int], message: str) -> RequestValidationErr
 
 
 _GROUP_KEYS = ("group", "group_id", "prompt_id", "group_index")
+_GROUP_ALIASES = frozenset(_GROUP_KEYS[1:])
 
 
 def _rollout(model: RolloutIn, default_id: str, where: list[str | int],
              group: str | None = None) -> Rollout:
-    if not model.__pydantic_extra__:
+    if not model.__pydantic_extra__ and not _GROUP_ALIASES & model.model_fields_set:
         plain = _plain_rollout(model, default_id, group)
         if plain is not None:
             return plain
@@ -57,8 +58,8 @@ def _plain_rollout(model: RolloutIn, default_id: str, group: str | None) -> Roll
     """The rollout ``rollout_from_dict`` makes of a model with no extra keys and text (not
     chat messages) for prompt and completion, made from its fields directly; None otherwise.
 
-    Without extra keys no alias is in play (label, group_id, status...): each field is read
-    from the one place it can be, and unset fields hold their defaults (None).
+    Without extra keys and group aliases no alias is in play (label, group_id, status...):
+    each field is read from the one place it can be, and unset fields hold their defaults.
     """
     completion = model.completion if "completion" in model.model_fields_set else model.response
     prompt = model.prompt
