@@ -97,18 +97,21 @@ def test_two_engines_in_one_process_share_the_limit(server: CountingServer,
     server.latency = 0.05
     store = tmp_path / "judge.db"
     results: dict[str, list[Status]] = {}
+    errors: list[str] = []
 
     def score(prefix: str) -> None:
         judge = Judge("quality", config(server, store, max_concurrency=3))
         with Engine(Rubric(judge.components()), workers=0) as engine:
-            results[prefix] = [s.status for s in engine.score(rollouts(prefix, 12))]
+            scores = engine.score(rollouts(prefix, 12))
+            results[prefix] = [s.status for s in scores]
+            errors.extend(e for s in scores for e in s.errors.values())
 
     threads = [threading.Thread(target=score, args=(p,)) for p in "ab"]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
-    assert results["a"] == results["b"] == [Status.OK] * 12
+    assert results["a"] == results["b"] == [Status.OK] * 12, sorted(set(errors))
     assert server.max_in_flight == 3
 
 
