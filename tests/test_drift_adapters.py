@@ -150,3 +150,14 @@ def test_a_failing_watch_warns_once_and_scoring_goes_on() -> None:
         warnings.simplefilter("error")  # silent the second time
         second = compute_score_batch(["gsm8k"], ["#### 41"], ["42"], [{"index": 0}])
     assert first[0]["score"] == pytest.approx(1.25) and second[0]["score"] == pytest.approx(0.25)
+
+
+def test_drift_metrics_leave_out_what_is_not_a_finite_number() -> None:
+    from rewardsmith.analysis.drift import StepStats
+    from rewardsmith.tracking import drift_metrics
+
+    stats = StepStats(step=3, rollouts=4, reward_mean=None, groups=0, zero_variance_groups=0,
+                      shares={"a b": 0.75, "c": float("nan")}, mean_length=float("inf"),
+                      agreement={"a~c": {"disagreement": 0.25, "correlation": None}})
+    assert drift_metrics(stats, 2) == {"drift/warnings": 2.0, "drift/share/a_b": 0.75,
+                                       "drift/disagreement/a_c": 0.25}

@@ -22,6 +22,7 @@ environment. Its warnings go to the ``rewardsmith.drift`` logger, and its figure
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import threading
 import warnings
@@ -169,8 +170,8 @@ def scoring_drift() -> DriftWatch | None:
 
 
 def drift_metrics(stats: StepStats, warnings_now: int) -> dict[str, float]:
-    """A drift step's figures as tracker metrics (``drift/...``); figures with no value are
-    left out."""
+    """A drift step's figures as tracker metrics (``drift/...``); figures with no (finite)
+    value are left out."""
     out: dict[str, float] = {"drift/warnings": float(warnings_now)}
     if stats.zero_variance_fraction is not None:
         out["drift/zero_variance_fraction"] = stats.zero_variance_fraction
@@ -182,7 +183,8 @@ def drift_metrics(stats: StepStats, warnings_now: int) -> dict[str, float]:
         value = found.get("disagreement")
         if isinstance(value, (int, float)):
             out[f"drift/disagreement/{key_part(pair)}"] = float(value)
-    return out
+    # Trackers take finite numbers only: a figure that is not one is left out, not the step.
+    return {key: value for key, value in out.items() if math.isfinite(value)}
 
 
 def _observe(watch: DriftWatch, scores: Sequence[Score],
