@@ -16,7 +16,6 @@ import pytest
 
 from rewardsmith.analysis import DriftWatch
 from rewardsmith.errors import ConfigError
-from rewardsmith.integrations import close_engines
 from rewardsmith.integrations.slime import custom_rm
 from rewardsmith.integrations.trl import trl_reward_funcs
 from rewardsmith.integrations.verl import compute_score_batch
@@ -24,38 +23,26 @@ from rewardsmith.tracking import (
     ENV_DRIFT,
     TensorBoardTracker,
     adapter_steps,
-    close_scoring_trackers,
     scoring_drift,
     stop_tracking,
     stop_watching_drift,
     track_scoring,
     watch_drift,
 )
+from test_tracking_adapters import _fresh  # noqa: F401 - autouse: the same environment
 from test_tracking_trackers import tensorboard_scalars
-
-RUBRIC = """
-name: watched
-components:
-  format: {reward: marker, params: {marker: "####"}, weight: 0.25}
-  correct: {reward: gsm8k, weight: 1.0}
-"""
 
 
 @pytest.fixture(autouse=True)
-def _fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    monkeypatch.setenv("REWARDSMITH_WORKERS", "0")
+def _fresh_drift(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No drift watch from earlier tests or from the environment (the tracking tests' own
+    autouse ``_fresh``, imported above, sets up the rubric file, no workers, no trackers)."""
     monkeypatch.delenv(ENV_DRIFT, raising=False)
-    monkeypatch.delenv("REWARDSMITH_LOG_TO", raising=False)
-    path = tmp_path / "rubric.yaml"
-    path.write_text(RUBRIC)
-    monkeypatch.setenv("REWARDSMITH_RUBRIC", str(path))
     adapter_steps._STEPS.env_drift = None  # each test reads the environment afresh
     adapter_steps._STEPS.drift_failed = False
     yield
     stop_watching_drift()
     adapter_steps._STEPS.env_drift = None
-    close_scoring_trackers()
-    close_engines()
 
 
 def trl_steps(completions_per_step: list[list[str]]) -> None:

@@ -117,6 +117,7 @@ CREATE TABLE IF NOT EXISTS store_results (
 # Schema 1 -> 2: who runs each run, so a dead run can be told from a running one.
 # Schema 2 -> 3: each result's call time (seconds), when recorded; pending blocks (new tables).
 # Schema 3 -> 4: pending result blocks may name their rollouts by position in their run.
+# Schema 4 -> 5: pending rollout contents compressed (older text blocks still read).
 _MIGRATIONS = {1: [f"ALTER TABLE store_runs ADD COLUMN {column}" for column in (
     "pid INTEGER", "host TEXT", "boot_id TEXT", "process_start TEXT")],
     2: ["ALTER TABLE store_results ADD COLUMN seconds REAL"], 3: [], 4: []}

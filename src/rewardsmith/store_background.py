@@ -1,20 +1,20 @@
 """A large run's rollouts recorded by a helper process at low priority.
 
 Recording a run means encoding each rollout once (its content JSON and content key: JSON
-escaping and a hash, a few microseconds of pure Python each) and writing them, tens of
-megabytes for a large run. Done by a thread of the process that scores, that work shared the
-interpreter lock with the threads that feed the reward workers, and the cores with the workers:
-a first ``score`` with the store on ran 1.45x as long as without it. For a large run on a
-machine with more than one core, a helper process does it instead, at nice 19 (it gives way to
-the scoring, yet always makes progress): it encodes while the scoring goes on and writes the
+escaping and a hash, a few microseconds of pure Python each) and writing them, tens of megabytes
+for a large run. Done by a thread of the process that scores, that work shared the interpreter
+lock with the threads that feed the reward workers, and the cores with the workers: a first
+``score`` with the store on ran 1.45x as long as without it. For a large run on a machine with
+more than one core, a helper process does it instead, at nice 19 (it gives way to the scoring,
+yet always makes progress): it encodes and compresses while the scoring goes on, and writes the
 run's pending rollout blocks, in one transaction of its own, once the scoring has ended
 (``Store.scoring_done``), on the core that the scoring's tail leaves free, or after
 ``WAIT_FOR_SCORING`` seconds of a longer scoring. Meanwhile the run's results name their
 rollouts by position (see ``store_pending``), so the scoring needs no content key from it; they
-are found by content key once the rollouts are written, so a run killed in its first seconds
-may leave results that no later run finds. The caller records the run itself when the helper
-cannot (it did not start, it died, a rollout could not be sent). The helper exits when its pipe
-closes, so it never outlives the process that started it.
+are found by content key once the rollouts are written, so a run killed in its first seconds may
+leave results that no later run finds. The caller records the run itself when the helper cannot
+(it did not start, it died, a rollout could not be sent). The helper exits when its pipe closes,
+so it never outlives the process that started it.
 """
 
 from __future__ import annotations
