@@ -273,6 +273,109 @@ def test_a_helper_process_records_the_same_rollouts_as_this_process(tmp_path: Pa
     assert by_helper[1] == by_thread[1] == rollouts
 
 
+def _unusual_values() -> list[Rollout]:
+    """Fields whose JSON reads back as other values: the keys must not change."""
+    from decimal import Decimal
+
+    return [
+        Rollout("dec", "u", "p", "c", Decimal("1.50")),  # not JSON: kept as its text
+        Rollout("tuple", "u", ({"role": "user", "content": "hi"},), "c", (1, 2)),
+        Rollout("none", "u", "p", "c", None, None),  # no metadata: as {}
+        Rollout("falsy", "u", "p", "c", "a", [], False),
+        Rollout("intkeys", "u", "p", "c", "a", {2: "b", 1: ["x", {"z": 1, "y": 2}]}),
+        Rollout("floats", "u", "p", "c", math.nan, {"inf": math.inf, "neg": -0.0,
+                                                   "big": 10**30, "tiny": 5e-324}),
+        Rollout("flag", "u", "p", "c", "a", {}, 1),  # not a bool
+        Rollout("surrogate", "u", "\udfff", "\ud800\udc00", "\U0001F600"),
+    ]
+
+
+@pytest.mark.usefixtures("helper_for_small_runs")
+def test_a_helper_keeps_fields_and_the_first_reader_that_can_write_keeps_the_keys(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from rewardsmith import store_background
+
+    monkeypatch.setattr(store_background, "ROLLOUT_CHUNK", 3)
+    plain = [r for r in _odd_rollouts() + _unusual_values()
+             if not any("\ud800" <= ch <= "\udfff" for ch in r.content_json())]
+    surrogates = [Rollout("lone", "s", "\udfff", "c", "a"),
+                  Rollout("pair", "s", "p", "\ud800\udc00", "a")]  # JSON reads one character
+    rollouts = plain[:6] + surrogates + plain[6:]
+    expected = [r.content_key() for r in rollouts]
+    path = tmp_path / "s.db"
+
+    def stored_keys() -> list[str]:
+        with sqlite3.connect(path) as db:
+            return [row[0] for row in db.execute(
+                "SELECT keys FROM store_pending_rollouts ORDER BY start")]
+
+    with Store(path) as store:
+        run = store.begin_run_background(rollouts)
+        store.finish_run(run)
+    # Blocks of three: fields only (no content JSON, no hashing beside the scoring), except
+    # the one with surrogate code points, keyed at once (its JSON would read back otherwise).
+    assert [text == "" for text in stored_keys()] == [True, True, False, True, True, True]
+    assert json.loads(stored_keys()[2]) == expected[6:9]
+    with Store(path, read_only=True) as store:
+        assert store.members(run).keys == expected  # made from the fields, nothing written
+    assert stored_keys().count("") == 5
+    with Store(path) as store:
+        assert store.members(run).keys == expected
+    assert [key for text in stored_keys() for key in json.loads(text)] == expected  # kept
+    with Store(path) as store:
+        assert store.members(run).keys == expected
+
+
+@pytest.mark.usefixtures("helper_for_small_runs")
+def test_a_run_into_a_store_with_results_hands_its_keys_to_the_helper(tmp_path: Path) -> None:
+    import io
+    import json
+
+    from rewardsmith import Component, Rubric, ScoreJob
+
+    rubric = Rubric([Component("n", "number")])
+    path = tmp_path / "s.db"
+    first, second = _rollouts(60), _rollouts(90)[30:]
+    ScoreJob(rubric, workers=0, store=path).run_rollouts(first, io.StringIO())
+    result = ScoreJob(rubric, workers=0, store=path).run_rollouts(second, io.StringIO())
+    assert result.summary.extra["reward_calls"] == 30  # 30 of them found in the first run
+    run = result.summary.extra["run"]
+    with sqlite3.connect(path) as db:
+        texts = [row[0] for row in db.execute(
+            "SELECT keys FROM store_pending_rollouts WHERE run = ?", (run,))]
+    # This run made every key for its look-ups: the helper writes them, no reader makes them.
+    assert [json.loads(text) for text in texts] == [[r.content_key() for r in second]]
+
+
+@pytest.mark.usefixtures("helper_for_small_runs")
+def test_keys_made_while_another_process_writes_are_used_and_not_waited_for(
+        tmp_path: Path) -> None:
+    import time
+
+    rollouts = _rollouts(50)
+    path = tmp_path / "s.db"
+    with Store(path) as store:
+        run = store.begin_run_background(rollouts)
+        store.record_rollout_cells("comp", rollouts[:8], [0.5] * 8)  # kept by position
+        store.finish_run(run)
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        with Store(path, timeout=30.0) as store:
+            other.execute("BEGIN IMMEDIATE")  # another writer holds the file from here on
+            started = time.monotonic()
+            keys = store.members(run).keys
+            assert keys == [r.content_key() for r in rollouts]
+            assert store.lookup_cells("comp", keys[:10]) == {key: 0.5 for key in keys[:8]}
+            assert time.monotonic() - started < 10  # not the 30 s the store would wait to write
+            other.execute("ROLLBACK")
+    finally:
+        other.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT keys FROM store_pending_rollouts").fetchone() == ("",)
+
+
 @pytest.mark.usefixtures("helper_for_small_runs")
 def test_results_kept_by_position_are_found_by_later_runs_and_survive_settling(
         tmp_path: Path) -> None:
@@ -393,10 +496,13 @@ def test_a_run_killed_while_its_helper_waits_still_gets_its_rollouts(tmp_path: P
         assert store.lookup_cells("comp", keys[:12]) == {key: 0.5 for key in keys[:10]}
 
 
-def test_rollout_blocks_are_compressed_and_plain_text_blocks_still_read(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("older", ["zlib", "text"])
+def test_rollout_blocks_are_compressed_and_older_blocks_still_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, older: str) -> None:
     import json
     import zlib
+
+    import zstandard
 
     from rewardsmith import store as store_module
 
@@ -404,16 +510,16 @@ def test_rollout_blocks_are_compressed_and_plain_text_blocks_still_read(
     run = _record_run(tmp_path / "s.db", rollouts, defer=True)
     with sqlite3.connect(tmp_path / "s.db") as db:
         stored = db.execute("SELECT contents FROM store_pending_rollouts").fetchone()[0]
-        assert isinstance(stored, bytes)
-        texts = json.loads(zlib.decompress(stored))
-        assert texts == [json.loads(r.content_json()) for r in rollouts]
-        # As a version before schema 5 wrote it: the same JSON as plain text.
+        assert isinstance(stored, bytes) and stored.startswith(b"\x28\xb5\x2f\xfd")  # zstd
+        text = zstandard.ZstdDecompressor().decompress(stored)
+        assert json.loads(text) == [json.loads(r.content_json()) for r in rollouts]
+        # The same JSON as schema 5 wrote it (zlib), or as versions before it (plain text).
         db.execute("UPDATE store_pending_rollouts SET contents = ?",
-                   (zlib.decompress(stored).decode("utf-8"),))
+                   (zlib.compress(text, 1) if older == "zlib" else text.decode("utf-8"),))
     with Store(tmp_path / "s.db") as store:
         assert store.load_rollouts(run) == rollouts
         assert store.members(run).keys == [r.content_key() for r in rollouts]
-    monkeypatch.setattr(store_module, "_PENDING_IN_MEMORY", 0)  # settle the text blocks
+    monkeypatch.setattr(store_module, "_PENDING_IN_MEMORY", 0)  # settle the older blocks
     with Store(tmp_path / "s.db") as store:
         store.lookup_cells("comp", ["nothing"])
         assert store.load_rollouts(run) == rollouts

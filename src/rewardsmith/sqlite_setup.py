@@ -21,7 +21,8 @@ from urllib.parse import quote
 
 from .errors import StoreError
 
-__all__ = ["connect", "ensure_schema", "is_read_only_error", "read_only_reason", "statements"]
+__all__ = ["connect", "ensure_schema", "is_busy_error", "is_read_only_error", "read_only_reason",
+           "statements"]
 
 
 def read_only_reason(path: str | Path) -> str | None:
@@ -49,6 +50,14 @@ def is_read_only_error(exc: BaseException) -> bool:
     """Whether a SQLite error says the file or its folder cannot be written."""
     text = str(exc).lower()
     return "readonly" in text or "read-only" in text or "read only" in text
+
+
+def is_busy_error(exc: BaseException) -> bool:
+    """Whether a SQLite error says another connection holds the lock wanted."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (and their extended codes)
+    return "locked" in str(exc).lower() or "busy" in str(exc).lower()
 
 
 def _uri(path: str, options: str) -> str:

@@ -48,21 +48,29 @@ from . import store_background
 from .errors import StoreError
 from .gcpause import gc_paused
 from .process_identity import ProcessIdentity
-from .sqlite_setup import connect, ensure_schema, is_read_only_error, read_only_reason
+from .sqlite_setup import (
+    connect,
+    ensure_schema,
+    is_busy_error,
+    is_read_only_error,
+    read_only_reason,
+)
 from .status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of
 from .store_pending import (
+    NO_KEYS,
     PENDING_SCHEMA,
     PackedResults,
-    block_contents,
     block_keys,
     cells_of_block,
+    keys_of_rows,
     pack_results,
+    rows_of_block,
     split_times,
     storable_json,
     unpack_results,
     write_rollout_blocks,
 )
-from .types import ComponentResult, Rollout, Status, content_hash, key_of_content, stable_json
+from .types import ComponentResult, Rollout, Status, content_hash, key_of_content
 
 __all__ = [
     "ContentCache",
@@ -75,7 +83,7 @@ __all__ = [
 ]
 
 DEFAULT_STORE_PATH = "rewardsmith.db"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _CHUNK = 900  # keys per IN (...) query: well under SQLite's variable limit
 # Pending results read into memory for look-ups (about 150 bytes each); past this many the
 # store settles them into its tables instead.
@@ -118,9 +126,10 @@ CREATE TABLE IF NOT EXISTS store_results (
 # Schema 2 -> 3: each result's call time (seconds), when recorded; pending blocks (new tables).
 # Schema 3 -> 4: pending result blocks may name their rollouts by position in their run.
 # Schema 4 -> 5: pending rollout contents compressed (older text blocks still read).
+# Schema 5 -> 6: pending rollout blocks may hold their rollouts' fields and no keys yet.
 _MIGRATIONS = {1: [f"ALTER TABLE store_runs ADD COLUMN {column}" for column in (
     "pid INTEGER", "host TEXT", "boot_id TEXT", "process_start TEXT")],
-    2: ["ALTER TABLE store_results ADD COLUMN seconds REAL"], 3: [], 4: []}
+    2: ["ALTER TABLE store_results ADD COLUMN seconds REAL"], 3: [], 4: [], 5: []}
 _INSERT_RESULT = ("INSERT OR IGNORE INTO store_results (component, item, value, status, error, "
                   "metrics, recorded, seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 _RUN_COLUMNS = 13  # store_runs columns before the process identity
@@ -550,7 +559,7 @@ class Store:
                     try:
                         self._db.execute("BEGIN IMMEDIATE")
                     except sqlite3.OperationalError as exc:
-                        if not wait and "locked" in str(exc):
+                        if not wait and is_busy_error(exc):
                             return  # busy: tried again with the next batch
                         raise
                 finally:
@@ -725,7 +734,7 @@ class Store:
         self._no_results = bool(empty)
         shared: ContentCache = known if known is not None else {}
         # Results of this run are kept by position while it is deferred (no keys needed).
-        self._run_positions = {id(r): i for i, r in enumerate(rollouts)}
+        self._run_positions = dict(zip(map(id, rollouts), range(len(rollouts))))
 
         scored = self._scored = threading.Event()
 
@@ -734,7 +743,8 @@ class Store:
                 if not (store_background.helper_fits(len(rollouts))
                         and store_background.record_in_helper(
                             self.path, run_id, rollouts,
-                            lambda: scored.wait(store_background.WAIT_FOR_SCORING))):
+                            lambda: scored.wait(store_background.WAIT_FOR_SCORING),
+                            lambda: _known_keys(rollouts, shared))):
                     self._record_rollouts_here(run_id, rollouts, shared)
             except BaseException as exc:  # noqa: BLE001 - raised where the run is next used
                 self._begin_error = exc
@@ -876,8 +886,10 @@ class Store:
                 "FROM store_pending_rollouts p LEFT JOIN store_runs r ON r.id = p.run "
                 "WHERE p.run != ? ORDER BY r.created, p.run, p.start", (skip,)).fetchall()
             for run, start, ids, groups, keys, contents in rollout_blocks:
-                key_list: list[str] = json.loads(keys)
-                content_list = [stable_json(c) for c in json.loads(block_contents(contents))]
+                # JSON read back encodes to the text it was read from (or, for a block kept
+                # as fields, to the text the rollout itself makes): the same content key.
+                content_list, key_list = keys_of_rows(rows_of_block(contents),
+                                                      keys=None if keys == NO_KEYS else keys)
                 items = self._items(key_list, content_list)
                 db.executemany(
                     "INSERT OR IGNORE INTO store_members VALUES (?, ?, ?, ?, ?)",
@@ -905,18 +917,27 @@ class Store:
                 db.execute("DELETE FROM store_pending_results WHERE run = ? AND component = ? "
                            "AND seq = ?", (run, component, seq))
 
-    @staticmethod
-    def _keys_of_run(db: sqlite3.Connection, run: str) -> list[str] | None:
+    def _keys_of_run(self, db: sqlite3.Connection, run: str) -> list[str] | None:
         """The content keys of ``run``'s rollouts in order, from its pending blocks or its
         settled members; None when they are not recorded (yet)."""
         blocks = db.execute("SELECT start, keys FROM store_pending_rollouts WHERE run = ? "
                             "ORDER BY start", (run,)).fetchall()
         if blocks:
             keys: list[str] = []
+            made: list[tuple[int, list[str]]] = []
             for start, text in blocks:
                 if start != len(keys):
                     return None
-                keys.extend(json.loads(text))
+                if text == NO_KEYS:  # kept as fields: the keys are made from them, once
+                    contents = db.execute("SELECT contents FROM store_pending_rollouts WHERE "
+                                          "run = ? AND start = ?", (run, start)).fetchone()[0]
+                    with gc_paused():
+                        made.append((start, keys_of_rows(rows_of_block(contents))[1]))
+                    keys.extend(made[-1][1])
+                else:
+                    keys.extend(json.loads(text))
+            if made and db is self._db:
+                self._keep_keys(run, made)
             return keys
         rows = db.execute("SELECT m.position, i.key FROM store_members m JOIN store_items i "
                           "ON i.id = m.item WHERE m.run = ? ORDER BY m.position",
@@ -924,6 +945,27 @@ class Store:
         if not rows or rows[-1][0] != len(rows) - 1:
             return None
         return [key for _, key in rows]
+
+    def _keep_keys(self, run: str, made: Sequence[tuple[int, list[str]]]) -> None:
+        """Keep the content keys made for blocks of ``run`` kept as fields, so that no later
+        reader makes them again: when this store can write, at once (a file busy with another
+        writer is left as it is; the keys are made again next time)."""
+        with self._lock:
+            if self.read_only or self._db.in_transaction:
+                return
+            self._db.execute("PRAGMA busy_timeout = 0")
+            try:
+                with self._write():
+                    self._db.executemany(
+                        "UPDATE store_pending_rollouts SET keys = ? WHERE run = ? AND start = ? "
+                        "AND keys = ?",
+                        [(json.dumps(keys), run, start, NO_KEYS) for start, keys in made])
+            except sqlite3.OperationalError as exc:
+                if not is_busy_error(exc):
+                    raise StoreError(f"store {self.path!r}: keeping content keys failed: "
+                                     f"{exc}") from exc
+            finally:
+                self._db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 
     def begin_derived_run(
         self,
@@ -1021,10 +1063,18 @@ class Store:
             ids: list[str] = []
             groups: list[str] = []
             keys: list[str] = []
-            for _, block_ids, block_groups, block_keys, _ in blocks:
+            made: list[tuple[int, list[str]]] = []
+            for start, block_ids, block_groups, keys_text, contents in blocks:
                 ids.extend(json.loads(block_ids))
                 groups.extend(json.loads(block_groups))
-                keys.extend(json.loads(block_keys))
+                if keys_text == NO_KEYS:  # kept as fields: the keys are made from them, once
+                    with gc_paused():
+                        made.append((start, keys_of_rows(rows_of_block(contents))[1]))
+                    keys.extend(made[-1][1])
+                else:
+                    keys.extend(json.loads(keys_text))
+            if made:
+                self._keep_keys(owner, made)
             return Members(owner, ids, groups, keys, [])
         with self._guard("reading the run"):
             rows = self._db.execute(
@@ -1079,6 +1129,15 @@ class Store:
         return {r.id: r for r in self.load_rollouts(run_id, list(positions.values()))}
 
 
+def _known_keys(rollouts: Sequence[Rollout], known: ContentCache) -> list[str] | None:
+    """The content keys of ``rollouts`` in ``known``, in order; None unless all are there (a
+    store that held results when the run began keys every rollout for its look-ups)."""
+    if len(known) < len(rollouts):
+        return None
+    found = list(map(known.get, map(id, rollouts)))
+    return None if None in found else [pair[1] for pair in cast("list[tuple[str, str]]", found)]
+
+
 def _run_info(row: tuple[Any, ...]) -> RunInfo:
     (run_id, kind, created, finished, status, rubric_name, rubric_id, source, parent, members,
      size, components, summary) = row[:_RUN_COLUMNS]
@@ -1110,6 +1169,6 @@ def _rollouts_of_blocks(blocks: Sequence[tuple[int, str, str, str, str | bytes]]
                 if len(inside) < len(block_ids):
                     offsets = [p - start for p in inside]
             block_groups: list[str] = json.loads(groups)
-            fields: list[list[Any]] = json.loads(block_contents(contents))
+            fields = rows_of_block(contents)
             out.extend(Rollout(block_ids[i], block_groups[i], *fields[i]) for i in offsets)
     return out

@@ -1,13 +1,13 @@
 """A large run's rollouts recorded by a helper process at low priority.
 
-Recording a run means encoding each rollout once (its content JSON and content key: JSON
-escaping and a hash, a few microseconds of pure Python each) and writing them, tens of megabytes
-for a large run. Done by a thread of the process that scores, that work shared the interpreter
-lock with the threads that feed the reward workers, and the cores with the workers: a first
-``score`` with the store on ran 1.45x as long as without it. For a large run on a machine with
-more than one core, a helper process does it instead, at nice 19 (it gives way to the scoring,
-yet always makes progress): it encodes and compresses while the scoring goes on, and writes the
-run's pending rollout blocks, in one transaction of its own, once the scoring has ended
+Recording a run's rollouts in the form readers look them up by (each rollout's content JSON and
+content key: JSON escaping and a hash, 3 us of pure Python each here) costs CPU that the scoring
+would have used: every core is busy while the scoring runs. For a large run on a machine with
+more than one core, a helper process at nice 19 does the least it can instead: it receives the
+rollouts' fields a block at a time and keeps each block's fields as one compressed JSON
+document (no content JSON, no hashing: ``store_pending.field_block_row``), leaving the content
+keys to the first reader that needs them. It prepares the blocks while
+the scoring goes on and writes them, in one transaction of its own, once the scoring has ended
 (``Store.scoring_done``), on the core that the scoring's tail leaves free, or after
 ``WAIT_FOR_SCORING`` seconds of a longer scoring. Meanwhile the run's results name their
 rollouts by position (see ``store_pending``), so the scoring needs no content key from it; they
@@ -20,30 +20,29 @@ so it never outlives the process that started it.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pickle
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import Any
 
 from .sqlite_setup import connect
-from .store_pending import rollout_block_rows, write_rollout_rows
-from .types import Rollout, content_json_of, key_of_content
+from .store_pending import (
+    NO_KEYS,
+    ROLLOUT_CHUNK,
+    ROLLOUT_FIELDS,
+    field_block_row,
+    write_rollout_rows,
+)
+from .types import Rollout
 
-__all__ = ["MIN_ROLLOUTS", "encode_columns", "helper_fits", "record_in_helper"]
+__all__ = ["MIN_ROLLOUTS", "helper_fits", "record_in_helper"]
 
 MIN_ROLLOUTS = 16_384  # below this, starting a process costs more than it saves
-# The helper encodes while the scoring goes on, and writes once the scoring has ended
+# The helper prepares its blocks while the scoring goes on, and writes once the scoring has ended
 # (``Store.scoring_done``), on the core that the scoring's tail leaves free, or after this long.
 WAIT_FOR_SCORING = 10.0
-
-
-def encode_columns(prompts: Sequence[Any], completions: Sequence[Any], answers: Sequence[Any],
-                   metadatas: Sequence[Any], truncateds: Sequence[Any]
-                   ) -> tuple[list[str], list[str]]:
-    """Each rollout's content JSON and content key (as ``Rollout.content_json`` and
-    ``key_of_content``), from the fields' columns."""
-    texts = list(map(content_json_of, prompts, completions, answers, metadatas, truncateds))
-    return texts, list(map(key_of_content, texts))
 
 
 def _cores() -> int:
@@ -58,11 +57,13 @@ def helper_fits(count: int) -> bool:
 
 
 def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
-                     write_when: Callable[[], object] = lambda: None) -> bool:
-    """Encode ``rollouts`` and write them as run ``run_id``'s pending blocks in store ``path``
-    from a helper process, which writes once ``write_when()`` has returned; False when the
-    helper could not (the caller then records them, unless the helper wrote them before it
-    stopped)."""
+                     write_when: Callable[[], object] = lambda: None,
+                     known_keys: Callable[[], list[str] | None] = lambda: None) -> bool:
+    """Write ``rollouts`` (their fields) as run ``run_id``'s pending blocks in store ``path``
+    from a helper process, which writes once ``write_when()`` has returned, with the content
+    keys that ``known_keys()`` then gives (those this process made meanwhile for its own
+    look-ups, in order; None leaves them to the first reader); False when the helper could
+    not (the caller then records them, unless the helper wrote them before it stopped)."""
     import tempfile
     from multiprocessing import reduction
 
@@ -71,11 +72,13 @@ def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
     if any(type(r) is not Rollout for r in rollouts):
         return False  # a subclass may encode itself otherwise: recorded here, by its methods
     try:
-        # Columns, pickled without the memo: a few list copies and one pass over the strings.
-        message = dumps_fast((path, run_id, [r.id for r in rollouts], [r.group for r in rollouts],
-                              [r.prompt for r in rollouts], [r.completion for r in rollouts],
-                              [r.answer for r in rollouts], [r.metadata for r in rollouts],
-                              [r.truncated for r in rollouts]))
+        # A header, then each block's fields as columns, pickled without the memo (a few list
+        # copies and one pass over the strings): the helper reads and writes a block at a time,
+        # so that what it touches stays in the processor's cache, not evicting the scoring's.
+        chunk = ROLLOUT_CHUNK
+        parts = [dumps_fast((path, run_id, len(rollouts), chunk))]
+        parts.extend(dumps_fast(_columns(rollouts[start:start + chunk]))
+                     for start in range(0, len(rollouts), chunk))
     except Exception:  # noqa: BLE001 - a rollout that cannot be sent: recorded here
         return False
     context = process_context()
@@ -94,13 +97,13 @@ def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
         # The rollouts go through an unnamed file (nothing to clean up if either side dies):
         # written in one call, where a pipe would wake this thread for every few kilobytes
         # the helper reads, each time taking the interpreter lock from the scoring.
-        with tempfile.TemporaryFile(dir=_scratch_folder(len(message))) as scratch:
-            scratch.write(message)
+        with tempfile.TemporaryFile(dir=_scratch_folder(sum(map(len, parts)))) as scratch:
+            scratch.writelines(parts)
             scratch.flush()
-            del message
+            del parts
             reduction.send_handle(conn, scratch.fileno(), process.pid)
             write_when()
-            conn.send_bytes(b"write")
+            conn.send_bytes(dumps_fast(known_keys()))  # the word to write
             reply = pickle.loads(conn.recv_bytes())
     except Exception:  # noqa: BLE001 - (no descriptor passing here, a helper that died)
         pass  # recorded by the caller
@@ -112,6 +115,14 @@ def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
             process.kill()
             process.join(timeout=5)
     return bool(reply[0] == "ok")
+
+
+def _columns(rollouts: Sequence[Rollout]) -> list[list[Any]]:
+    """The rollouts' ids, groups and ``ROLLOUT_FIELDS``, a list each."""
+    return [list(map(attrgetter(name), rollouts)) for name in _COLUMNS]
+
+
+_COLUMNS = ("id", "group", *ROLLOUT_FIELDS)
 
 
 def _scratch_folder(size: int) -> str | None:
@@ -138,20 +149,26 @@ def _record(conn: Any) -> None:
 
     _lowest_priority()
     try:
-        with os.fdopen(reduction.recv_handle(conn), "rb") as scratch:
-            scratch.seek(0)
-            path, run_id, ids, groups, *columns = pickle.loads(scratch.read())
+        scratch = os.fdopen(reduction.recv_handle(conn), "rb")
+        scratch.seek(0)
+        path, run_id, count, chunk = pickle.load(scratch)
     except (EOFError, OSError):
         return
     try:
-        texts, keys = encode_columns(*columns)
-        del columns
-        rows = rollout_block_rows(run_id, ids, groups, keys, texts)  # compressed, still early
-        del texts, keys
+        rows: list[list[Any]] = []
+        with scratch:
+            for start in range(0, count, chunk):  # compressed now, written later
+                ids, groups, *fields = pickle.load(scratch)
+                rows.append(field_block_row(run_id, start, ids, groups,
+                                            dict(zip(ROLLOUT_FIELDS, fields, strict=True))))
         try:
-            conn.recv_bytes()  # the word to write
+            keys = pickle.loads(conn.recv_bytes())  # the word to write
         except (EOFError, OSError):
-            pass  # the caller is gone (killed): its run is still better off with its rollouts
+            keys = None  # the caller is gone (killed): its run is still better off with them
+        if keys is not None and len(keys) == count:
+            for row in rows:
+                if row[4] == NO_KEYS:
+                    row[4] = json.dumps(keys[row[1]:row[1] + chunk])
         db = connect(path, what="store", wal=False)
         try:
             # As the store's own connections (the file is in WAL mode): a killed process loses
