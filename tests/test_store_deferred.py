@@ -329,24 +329,35 @@ def test_a_helper_keeps_fields_and_the_first_reader_that_can_write_keeps_the_key
 
 
 @pytest.mark.usefixtures("helper_for_small_runs")
-def test_a_run_into_a_store_with_results_hands_its_keys_to_the_helper(tmp_path: Path) -> None:
+@pytest.mark.parametrize("recorder", ["helper", "thread"])
+def test_only_a_run_into_a_fresh_store_leaves_its_keys_to_readers(
+        tmp_path: Path, recorder: str) -> None:
     import io
     import json
 
-    from rewardsmith import Component, Rubric, ScoreJob
+    from rewardsmith import Component, Rubric, ScoreJob, store_background
 
+    if recorder == "thread":
+        store_background.MIN_ROLLOUTS = 10**9  # (restored by the fixture)
     rubric = Rubric([Component("n", "number")])
     path = tmp_path / "s.db"
     first, second = _rollouts(60), _rollouts(90)[30:]
-    ScoreJob(rubric, workers=0, store=path).run_rollouts(first, io.StringIO())
+
+    def stored_keys(run: str) -> list[str]:
+        with sqlite3.connect(path) as db:
+            return [row[0] for row in db.execute(
+                "SELECT keys FROM store_pending_rollouts WHERE run = ?", (run,))]
+
+    one = ScoreJob(rubric, workers=0, store=path).run_rollouts(first, io.StringIO())
+    assert stored_keys(one.summary.extra["run"]) == [""]  # nothing looked up: no key made
     result = ScoreJob(rubric, workers=0, store=path).run_rollouts(second, io.StringIO())
     assert result.summary.extra["reward_calls"] == 30  # 30 of them found in the first run
-    run = result.summary.extra["run"]
-    with sqlite3.connect(path) as db:
-        texts = [row[0] for row in db.execute(
-            "SELECT keys FROM store_pending_rollouts WHERE run = ?", (run,))]
-    # This run made every key for its look-ups: the helper writes them, no reader makes them.
-    assert [json.loads(text) for text in texts] == [[r.content_key() for r in second]]
+    # The first run's keys, made for the second run's look-ups, are kept; the second run made
+    # every key of its own for its look-ups, and wrote them.
+    assert json.loads(stored_keys(one.summary.extra["run"])[0]) == [
+        r.content_key() for r in first]
+    assert [json.loads(text) for text in stored_keys(result.summary.extra["run"])] == [
+        [r.content_key() for r in second]]
 
 
 @pytest.mark.usefixtures("helper_for_small_runs")

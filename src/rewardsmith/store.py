@@ -59,16 +59,20 @@ from .status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of
 from .store_pending import (
     NO_KEYS,
     PENDING_SCHEMA,
+    ROLLOUT_CHUNK,
     PackedResults,
     block_keys,
     cells_of_block,
+    field_block_row,
     keys_of_rows,
     pack_results,
+    rollout_columns,
     rows_of_block,
     split_times,
     storable_json,
     unpack_results,
     write_rollout_blocks,
+    write_rollout_rows,
 )
 from .types import ComponentResult, Rollout, Status, content_hash, key_of_content
 
@@ -759,6 +763,15 @@ class Store:
         """A background run's rollouts encoded and written by this process."""
         if self._pending_rollouts(run_id, wait=False):
             return  # a helper wrote them and stopped before it answered
+        if self._no_results and all(type(r) is Rollout for r in rollouts):
+            # Nothing to look up: the scoring makes no key, so none is made until a reader
+            # needs them (a subclass may encode itself otherwise: keyed by its methods).
+            rows = [field_block_row(run_id, start,
+                                    rollout_columns(rollouts[start:start + ROLLOUT_CHUNK]))
+                    for start in range(0, len(rollouts), ROLLOUT_CHUNK)]
+            with self._guard("recording the run"), self._write():
+                write_rollout_rows(self._db, rows)
+            return
         texts: list[str] = [""] * len(rollouts)
         keys: list[str] = [""] * len(rollouts)
         # From the end: the scoring starts at the front and encodes what it reaches.

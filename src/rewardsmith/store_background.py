@@ -24,15 +24,14 @@ import json
 import os
 import pickle
 from collections.abc import Callable, Sequence
-from operator import attrgetter
 from typing import Any
 
 from .sqlite_setup import connect
 from .store_pending import (
     NO_KEYS,
     ROLLOUT_CHUNK,
-    ROLLOUT_FIELDS,
     field_block_row,
+    rollout_columns,
     write_rollout_rows,
 )
 from .types import Rollout
@@ -77,7 +76,7 @@ def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
         # so that what it touches stays in the processor's cache, not evicting the scoring's.
         chunk = ROLLOUT_CHUNK
         parts = [dumps_fast((path, run_id, len(rollouts), chunk))]
-        parts.extend(dumps_fast(_columns(rollouts[start:start + chunk]))
+        parts.extend(dumps_fast(rollout_columns(rollouts[start:start + chunk]))
                      for start in range(0, len(rollouts), chunk))
     except Exception:  # noqa: BLE001 - a rollout that cannot be sent: recorded here
         return False
@@ -117,14 +116,6 @@ def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
     return bool(reply[0] == "ok")
 
 
-def _columns(rollouts: Sequence[Rollout]) -> list[list[Any]]:
-    """The rollouts' ids, groups and ``ROLLOUT_FIELDS``, a list each."""
-    return [list(map(attrgetter(name), rollouts)) for name in _COLUMNS]
-
-
-_COLUMNS = ("id", "group", *ROLLOUT_FIELDS)
-
-
 def _scratch_folder(size: int) -> str | None:
     """Memory-backed /dev/shm where there is one with room to spare (the file never reaches a
     disk; containers often give it only 64 MB), else the usual temporary folder."""
@@ -158,9 +149,7 @@ def _record(conn: Any) -> None:
         rows: list[list[Any]] = []
         with scratch:
             for start in range(0, count, chunk):  # compressed now, written later
-                ids, groups, *fields = pickle.load(scratch)
-                rows.append(field_block_row(run_id, start, ids, groups,
-                                            dict(zip(ROLLOUT_FIELDS, fields, strict=True))))
+                rows.append(field_block_row(run_id, start, pickle.load(scratch)))
         try:
             keys = pickle.loads(conn.recv_bytes())  # the word to write
         except (EOFError, OSError):

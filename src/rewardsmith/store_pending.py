@@ -28,8 +28,9 @@ import re
 import sqlite3
 import zlib
 from array import array
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, cast
 
 from .status_codes import STATUS_CODES, code_of
@@ -45,6 +46,7 @@ from .types import (
 __all__ = ["NO_KEYS", "PENDING_SCHEMA", "ROLLOUT_CHUNK", "ROLLOUT_FIELDS", "PackedResults",
            "block_contents", "block_keys", "block_positions", "cells_of_block",
            "field_block_row", "keys_of_rows", "pack_results", "rollout_block_rows",
+           "rollout_columns",
            "rows_of_block", "split_times", "storable_json", "unpack_results",
            "write_rollout_blocks", "write_rollout_rows"]
 
@@ -52,6 +54,7 @@ ROLLOUT_CHUNK = 8192  # rollouts per pending row
 # A rollout's fields as a pending block keeps them (the order of its content JSON).
 ROLLOUT_FIELDS = ("prompt", "completion", "answer", "metadata", "truncated")
 NO_KEYS = ""  # the keys of a block written by its fields, until someone makes them
+_COLUMNS = ("id", "group", *ROLLOUT_FIELDS)
 
 PENDING_SCHEMA = """
 CREATE TABLE IF NOT EXISTS store_pending_rollouts (
@@ -247,21 +250,26 @@ def _keyed_block_row(run_id: str, start: int, ids: Sequence[str], groups: Sequen
             json.dumps(list(keys)), _compressed("[" + ",".join(contents) + "]")]
 
 
-def field_block_row(run_id: str, start: int, ids: Sequence[str], groups: Sequence[str],
-                    fields: Mapping[str, Sequence[Any]]) -> list[Any]:
-    """One pending block of rollouts from position ``start``, kept as their fields (a
-    column per name of ``ROLLOUT_FIELDS``, in one JSON object, compressed) with no content
-    keys yet: a fraction of the work of ``rollout_block_rows`` (no content JSON per rollout,
-    no hashing), for a recording that runs beside the scoring. Whoever first needs the keys
-    makes them from the fields (``rows_of_block``, ``keys_of_rows``)."""
-    text = stable_json({name: fields[name] for name in ROLLOUT_FIELDS})
+def rollout_columns(rollouts: Sequence[Any]) -> list[list[Any]]:
+    """The rollouts' ids, groups and each of ``ROLLOUT_FIELDS``, a list each."""
+    return [list(map(attrgetter(name), rollouts)) for name in _COLUMNS]
+
+
+def field_block_row(run_id: str, start: int, columns: Sequence[Sequence[Any]]) -> list[Any]:
+    """One pending block of rollouts from position ``start``, from their ``rollout_columns``,
+    kept as their fields (a JSON column per name of ``ROLLOUT_FIELDS``, in one object,
+    compressed) with no content keys yet: a fraction of the work of ``rollout_block_rows``
+    (no content JSON per rollout, no hashing), for a recording that runs beside the scoring.
+    Whoever first needs the keys makes them from the fields (``rows_of_block``,
+    ``keys_of_rows``)."""
+    ids, groups, *fields = columns
+    text = stable_json(dict(zip(ROLLOUT_FIELDS, fields, strict=True)))
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:
         # A surrogate code point, which JSON can only escape, and two escaped surrogates
         # read back as one character: keyed now, from the fields as they are.
-        contents, keys = keys_of_rows(list(zip(*(fields[name] for name in ROLLOUT_FIELDS),
-                                               strict=True)))
+        contents, keys = keys_of_rows(list(zip(*fields, strict=True)))
         return _keyed_block_row(run_id, start, ids, groups, keys, contents)
     return [run_id, start, json.dumps(list(ids)), json.dumps(list(groups)), NO_KEYS,
             _zstd().compress(data)]
