@@ -961,8 +961,9 @@ class Store:
 
     def _keep_keys(self, run: str, made: Sequence[tuple[int, list[str]]]) -> None:
         """Keep the content keys made for blocks of ``run`` kept as fields, so that no later
-        reader makes them again: when this store can write, at once (a file busy with another
-        writer is left as it is; the keys are made again next time)."""
+        reader makes them again: when this store can write, at once. It only saves later work:
+        a file busy with another writer, or one that refuses the write, is left as it is (the
+        keys are made again next time), and the read that made them goes on."""
         with self._lock:
             if self.read_only or self._db.in_transaction:
                 return
@@ -973,10 +974,8 @@ class Store:
                         "UPDATE store_pending_rollouts SET keys = ? WHERE run = ? AND start = ? "
                         "AND keys = ?",
                         [(json.dumps(keys), run, start, NO_KEYS) for start, keys in made])
-            except sqlite3.OperationalError as exc:
-                if not is_busy_error(exc):
-                    raise StoreError(f"store {self.path!r}: keeping content keys failed: "
-                                     f"{exc}") from exc
+            except sqlite3.Error:
+                pass
             finally:
                 self._db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
 

@@ -6,8 +6,9 @@ would have used: every core is busy while the scoring runs. For a large run on a
 more than one core, a helper process at nice 19 does the least it can instead: it receives the
 rollouts' fields a block at a time and keeps each block's fields as one compressed JSON
 document (no content JSON, no hashing: ``store_pending.field_block_row``), leaving the content
-keys to the first reader that needs them. It prepares the blocks while
-the scoring goes on and writes them, in one transaction of its own, once the scoring has ended
+keys to the first reader that needs them (or writing those the caller made for its own
+look-ups, handed over with the word to write). It prepares the blocks while the scoring goes
+on and writes them, in one transaction of its own, once the scoring has ended
 (``Store.scoring_done``), on the core that the scoring's tail leaves free, or after
 ``WAIT_FOR_SCORING`` seconds of a longer scoring. Meanwhile the run's results name their
 rollouts by position (see ``store_pending``), so the scoring needs no content key from it; they
