@@ -265,6 +265,20 @@ def test_rewards_reading_no_field_or_fields_in_any_order(workers: int) -> None:
         float(len(r.text) == r.answer) for r in items]
 
 
+def test_columns_hold_each_field_as_a_reward_reads_it() -> None:
+    from rewardsmith.calling import ROW_FIELDS
+    from rewardsmith.engine.programs import column_of
+
+    chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "chat text"}]
+    items = [Rollout("a", "g1", "p", "plain", 1, {"k": 1}, True),
+             Rollout("b", "g2", chat[:1], chat[1:], None, {}, False),
+             Rollout("c", "g2", "p", "", [1, 2])]
+    for name, read in ROW_FIELDS.items():
+        assert column_of(name, items) == [read(r) for r in items], name
+    assert column_of("text", items) == ["plain", "chat text", ""]
+    assert column_of("text", [items[0], items[2]]) == ["plain", ""]  # all plain text
+
+
 class _DictCache:
     """A result cache in memory, with what it was asked to keep."""
 

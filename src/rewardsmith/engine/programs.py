@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator, Sequence
+from operator import attrgetter
 from typing import Any
 
 from ..calling import (
@@ -274,9 +275,20 @@ def _part(values: Sequence[Any], low: int, high: int, count: int) -> Sequence[An
 
 def column_of(name: str, rollouts: list[Rollout]) -> list[Any]:
     """One field of every rollout, as a reward reads it."""
+    # Attributes read with map and attrgetter: no Python frame per rollout (the engine's
+    # parent does this for every batch, on the core its workers share).
     if name == "text":
-        return [c if type(c) is str else message_text(c) for c in [r.completion for r in rollouts]]
-    if name == "answer":
-        return [r.answer for r in rollouts]
-    getter = ROW_FIELDS[name]
-    return [getter(r) for r in rollouts]
+        completions = list(map(_COMPLETION, rollouts))
+        if set(map(type, completions)) <= {str}:
+            return completions
+        return [c if type(c) is str else message_text(c) for c in completions]
+    attribute = _PLAIN_ATTRIBUTES.get(name)
+    if attribute is not None:
+        return list(map(attribute, rollouts))
+    return list(map(ROW_FIELDS[name], rollouts))
+
+
+_COMPLETION = attrgetter("completion")
+# Fields a reward reads as the rollout holds them (``ROW_FIELDS`` says how each is read).
+_PLAIN_ATTRIBUTES = {name: attrgetter(name) for name in (
+    "answer", "metadata", "truncated", "id", "group")}
