@@ -83,6 +83,23 @@ def _snapshot(path: Path, run: str) -> tuple[object, ...]:
             [found.get(k) for k in members.keys])
 
 
+def test_a_batch_is_found_in_its_run_as_a_stretch_or_rollout_by_rollout() -> None:
+    from rewardsmith.store import _positions_in_run
+
+    run = _rollouts(10)
+    run.append(run[3])  # the same object twice: the later position, as the mapping says
+    positions = dict(zip(map(id, run), range(len(run))))
+    assert _positions_in_run(run[4:8], positions, run) == range(4, 8)
+    assert list(_positions_in_run([run[5], run[2], run[9]], positions, run) or []) == [5, 2, 9]
+    assert list(_positions_in_run([run[9], run[0]], positions, run) or []) == [9, 0]  # wraps
+    assert list(_positions_in_run([run[3], run[4]], positions, run) or []) == [10, 4]
+    assert _positions_in_run(run[8:] + [_rollouts(1)[0]], positions, run) is None  # a stranger
+    assert _positions_in_run([], positions, run) == []
+    copy = Rollout(**{f: getattr(run[1], f) for f in ("id", "group", "prompt", "completion",
+                                                       "answer", "metadata", "truncated")})
+    assert _positions_in_run([copy], positions, run) is None  # equal is not the same rollout
+
+
 def test_a_deferred_run_reads_back_as_a_row_by_row_one(tmp_path: Path) -> None:
     rollouts = _rollouts(23)
     deferred = _record_run(tmp_path / "d.db", rollouts, defer=True)

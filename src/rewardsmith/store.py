@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import operator
 import os
 import sqlite3
 import threading
@@ -236,6 +237,7 @@ class Store:
         self._begin_error: BaseException | None = None
         # id() of each rollout of the run begun in the background -> its position in it.
         self._run_positions: dict[int, int] = {}
+        self._run_rollouts: Sequence[Rollout] = ()  # that run's rollouts, in order
         # Result blocks of the deferred run not written yet (see _write_queued).
         self._queued: list[tuple[str, str, int, PackedResults, float]] = []
         self._busy_ms = int(timeout * 1000)
@@ -739,6 +741,7 @@ class Store:
         shared: ContentCache = known if known is not None else {}
         # Results of this run are kept by position while it is deferred (no keys needed).
         self._run_positions = dict(zip(map(id, rollouts), range(len(rollouts))))
+        self._run_rollouts = rollouts
 
         scored = self._scored = threading.Event()
 
@@ -821,12 +824,11 @@ class Store:
         their positions in it (readers find the keys in its rollouts); others by content key,
         made here."""
         positions = self._run_positions
-        found = list(map(positions.get, map(id, rollouts)))
-        if None not in found:
+        found = _positions_in_run(rollouts, positions, self._run_rollouts)
+        if found is not None:
             with self._lock:
                 if self._deferred_run is not None and positions is self._run_positions:
-                    self._record_block(component_id, cast("list[int]", found),
-                                       *split_times(cells, None))
+                    self._record_block(component_id, found, *split_times(cells, None))
                     return
         self.record_cells(component_id, [r.content_key() for r in rollouts], cells)
 
@@ -841,6 +843,7 @@ class Store:
         if self._deferred_run == run_id:
             self._deferred_run = None
             self._run_positions = {}
+            self._run_rollouts = ()
             self._no_results = False
             self._pending_index = None  # its results are now looked up like any others
             self._no_pending = False
@@ -1139,6 +1142,22 @@ class Store:
             if rollout_id in wanted:
                 positions.setdefault(rollout_id, position)
         return {r.id: r for r in self.load_rollouts(run_id, list(positions.values()))}
+
+
+def _positions_in_run(rollouts: Sequence[Rollout], positions: Mapping[int, int],
+                      run: Sequence[Rollout]) -> Sequence[int] | None:
+    """The positions of ``rollouts`` in ``run`` (``positions``: id() -> position), or None
+    when one is not in it. A batch is usually a stretch of the run: found from its first
+    rollout and checked by identity, instead of one look-up per rollout in a dict too large
+    for the processor's cache."""
+    if rollouts:
+        first = positions.get(id(rollouts[0]))
+        if first is not None:
+            stretch = run[first:first + len(rollouts)]
+            if len(stretch) == len(rollouts) and all(map(operator.is_, rollouts, stretch)):
+                return range(first, first + len(rollouts))
+    found = list(map(positions.get, map(id, rollouts)))
+    return None if None in found else cast("list[int]", found)
 
 
 def _known_keys(rollouts: Sequence[Rollout], known: ContentCache) -> list[str] | None:

@@ -103,6 +103,8 @@ def split_times(cells: Sequence[Any], seconds: Sequence[float] | None
 def _keys_text(keys: Sequence[str] | Sequence[int]) -> str:
     """A block's rollouts: content keys as a JSON list, positions as ``@start:count`` when
     consecutive, else ``@`` and a JSON list."""
+    if type(keys) is range and keys.step == 1:
+        return f"@{keys.start}:{len(keys)}"
     if not keys or type(keys[0]) is not int:
         return json.dumps(list(keys))
     first = keys[0]
