@@ -26,8 +26,11 @@ numbers, so its results are appended instead of scattered over the file (a batch
 writes a few pages, not one page per result).
 
 A score run records in bulk (``begin_run(defer=True)``): its rollouts and results go into
-``store_pending_*`` blocks, which the store settles into the tables above the first time
-something needs them (see ``rewardsmith.store_pending``).
+``store_pending_*`` blocks, which readers read as they are and the store settles into the tables
+above when there are too many of them (see ``rewardsmith.store_pending``). A run recorded beside
+the scoring into a store that held no results keeps its rollouts' fields and no content keys
+(``rewardsmith.store_background``): the first reader that needs the keys makes them, and keeps
+them when it can write the file.
 """
 
 from __future__ import annotations
@@ -717,12 +720,13 @@ class Store:
         source: str = "",
         known: ContentCache | None = None,
     ) -> str:
-        """``begin_run(defer=True)`` off the caller's path: each rollout's content JSON and key
-        are made and the run's rollouts written beside the scoring, by a helper process at low
-        priority for a large run (once ``scoring_done`` is called; see ``store_background``),
-        else by a thread (results recorded meanwhile wait in pending blocks, as for any
-        deferred run). ``known`` (rollout id() -> content JSON, key) is shared with whoever
-        else needs the keys, so that a rollout is encoded once in this process. Anything that
+        """``begin_run(defer=True)`` off the caller's path: the run's rollouts are written
+        beside the scoring (their fields only, when this store holds no results), by a helper
+        process at low priority for a large run (once ``scoring_done`` is called; see
+        ``store_background``), else by a thread (results recorded meanwhile wait in pending
+        blocks, as for any deferred run). ``known`` (rollout id() -> content JSON, key) is
+        shared with whoever else needs the keys, so that a rollout is encoded once in this
+        process (and the keys made for look-ups are written with the rollouts). Anything that
         reads or ends the run waits for it first. The run is listed at once; a run killed
         before its rollouts are written has none."""
         if self.read_only:
@@ -1071,7 +1075,9 @@ class Store:
         return _run_info(rows[0])
 
     def members(self, run_id: str) -> Members:
-        """The run's rollouts in input order: ids, groups, content keys and item numbers."""
+        """The run's rollouts in input order: ids, groups, content keys and item numbers (keys
+        not made yet are made here from the rollouts' fields, and kept when the store can
+        write)."""
         owner = self.get_run(run_id).members
         blocks = self._pending_rollouts(owner)
         if blocks:  # recorded in bulk: its order, ids and keys are in the blocks (no numbers)
