@@ -377,6 +377,35 @@ def test_only_a_run_into_a_fresh_store_leaves_its_keys_to_readers(
         [r.content_key() for r in second]]
 
 
+def test_a_first_score_into_a_fresh_store_makes_no_content_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rewardsmith import Component, Rubric, ScoreJob, recording, store, store_pending, types
+
+    made: list[str] = []
+    original = types.key_of_content
+
+    def counted(text: str) -> str:
+        made.append(text)
+        return original(text)
+
+    for module in (types, store, store_pending, recording):
+        monkeypatch.setattr(module, "key_of_content", counted)
+    rollouts = _rollouts(100)
+    path = tmp_path / "s.db"
+    result = ScoreJob(Rubric([Component("n", "number")]), workers=0, store=path).run_rollouts(
+        rollouts, io.StringIO())
+    assert made == []  # recorded by this process: fields only, results by position
+    with Store(path) as reader:
+        assert reader.members(result.summary.extra["run"]).keys == [
+            original(r.content_json()) for r in rollouts]
+    assert len(made) == 100  # made once, by the first reader, and kept
+    with Store(path) as reader:
+        reader.members(result.summary.extra["run"])
+    assert len(made) == 100
+
+
 @pytest.mark.usefixtures("helper_for_small_runs")
 def test_keys_made_while_another_process_writes_are_used_and_not_waited_for(
         tmp_path: Path) -> None:
