@@ -98,7 +98,7 @@ def test_max_concurrency_holds_across_four_processes(processes: ForkServerContex
     server.latency = 0.08  # calls overlap: each process alone would keep 3 in flight
     results = run_all(processes, server, tmp_path / "judge.db", 4, 12,
                       {"max_concurrency": 3, "limit_scope": scope})
-    assert all(s == "ok" for r in results for s in r["statuses"])
+    assert all(s == "ok" for r in results for s in r["statuses"]), [r["errors"] for r in results]
     assert server.billed == 48
     if shared:
         assert server.max_in_flight == 3  # reached, never passed, across the processes
@@ -127,7 +127,7 @@ def test_requests_per_minute_hold_across_four_processes(processes: ForkServerCon
     finally:
         server.release()
     results = [finish(p) for p in started]
-    assert all(s == "ok" for r in results for s in r["statuses"])
+    assert all(s == "ok" for r in results for s in r["statuses"]), [r["errors"] for r in results]
     times = server.request_times
     assert len(times) == 60
     # A bucket lets through at most its size plus its rate times the window (plus the one

@@ -585,6 +585,27 @@ def test_rollout_blocks_are_compressed_and_older_blocks_still_read(
         assert db.execute("SELECT count(*) FROM store_pending_rollouts").fetchone()[0] == 0
 
 
+def test_a_damaged_block_of_fields_is_an_error_naming_it(tmp_path: Path) -> None:
+    import io
+    import json
+
+    from rewardsmith import Component, Rubric, ScoreJob
+
+    rollouts = _rollouts(30)
+    path = tmp_path / "s.db"
+    result = ScoreJob(Rubric([Component("n", "number")]), workers=0, store=path).run_rollouts(
+        rollouts, io.StringIO())
+    run = result.summary.extra["run"]
+    with Store(path) as store:
+        assert store.load_rollouts(run) == rollouts  # fields, read back whole
+        assert store.load_rollouts(run, [29, 3]) == [rollouts[3], rollouts[29]]
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE store_pending_rollouts SET ids = ?",
+                   (json.dumps([r.id for r in rollouts[:-1]]),))
+    with Store(path) as store, pytest.raises(StoreError, match="position 0 is damaged: 29 ids"):
+        store.load_rollouts(run)
+
+
 def test_rollouts_at_positions_are_found_across_blocks(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from rewardsmith import store_pending

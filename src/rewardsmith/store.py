@@ -67,6 +67,7 @@ from .store_pending import (
     PackedResults,
     block_keys,
     cells_of_block,
+    columns_of_block,
     field_block_row,
     keys_of_rows,
     pack_results,
@@ -1206,6 +1207,14 @@ def _rollouts_of_blocks(blocks: Sequence[tuple[int, str, str, str, str | bytes]]
                 if len(inside) < len(block_ids):
                     offsets = [p - start for p in inside]
             block_groups: list[str] = json.loads(groups)
-            fields = rows_of_block(contents)
-            out.extend(Rollout(block_ids[i], block_groups[i], *fields[i]) for i in offsets)
+            columns = columns_of_block(contents)
+            if any(len(column) != len(block_ids) for column in columns):
+                raise StoreError(f"a block of run rollouts from position {start} is damaged: "
+                                 f"{len(block_ids)} ids, fields of "
+                                 f"{sorted({len(column) for column in columns})} rollouts")
+            if type(offsets) is range:  # the whole block: one call per rollout, nothing else
+                out.extend(map(Rollout, block_ids, block_groups, *columns))
+            else:
+                out.extend(Rollout(block_ids[i], block_groups[i], *(c[i] for c in columns))
+                           for i in offsets)
     return out

@@ -45,7 +45,7 @@ from .types import (
 
 __all__ = ["NO_KEYS", "PENDING_SCHEMA", "ROLLOUT_CHUNK", "ROLLOUT_FIELDS", "PackedResults",
            "block_contents", "block_keys", "block_positions", "cells_of_block",
-           "field_block_row", "keys_of_rows", "pack_results", "rollout_block_rows",
+           "columns_of_block", "field_block_row", "keys_of_rows", "pack_results", "rollout_block_rows",
            "rollout_columns",
            "rows_of_block", "split_times", "storable_json", "unpack_results",
            "write_rollout_blocks", "write_rollout_rows"]
@@ -283,8 +283,22 @@ def rows_of_block(value: str | bytes) -> list[list[Any]]:
     text = block_contents(value)
     if not text.startswith("{"):
         return cast("list[list[Any]]", json.loads(text))  # content JSON texts, in one array
+    return [list(row) for row in zip(*_columns_of_fields(text), strict=True)]
+
+
+def columns_of_block(value: str | bytes) -> list[Sequence[Any]]:
+    """A pending block's rollouts as one column per name of ``ROLLOUT_FIELDS``, whichever
+    form the block was written in."""
+    text = block_contents(value)
+    if not text.startswith("{"):
+        rows = json.loads(text)
+        return list(zip(*rows, strict=True)) if rows else [[] for _ in ROLLOUT_FIELDS]
+    return _columns_of_fields(text)
+
+
+def _columns_of_fields(text: str) -> list[Sequence[Any]]:
     fields = json.loads(text)
-    return [list(row) for row in zip(*(fields[name] for name in ROLLOUT_FIELDS), strict=True)]
+    return [fields[name] for name in ROLLOUT_FIELDS]
 
 
 def keys_of_rows(rows: Sequence[Sequence[Any]], keys: str | None = None
