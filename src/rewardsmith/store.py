@@ -69,10 +69,9 @@ from .store_pending import (
     cells_of_block,
     columns_of_block,
     field_block_row,
-    keys_of_rows,
+    keys_of_columns,
     pack_results,
     rollout_columns,
-    rows_of_block,
     split_times,
     storable_json,
     unpack_results,
@@ -909,8 +908,8 @@ class Store:
             for run, start, ids, groups, keys, contents in rollout_blocks:
                 # JSON read back encodes to the text it was read from (or, for a block kept
                 # as fields, to the text the rollout itself makes): the same content key.
-                content_list, key_list = keys_of_rows(rows_of_block(contents),
-                                                      keys=None if keys == NO_KEYS else keys)
+                content_list, key_list = keys_of_columns(columns_of_block(contents),
+                                                         keys=None if keys == NO_KEYS else keys)
                 items = self._items(key_list, content_list)
                 db.executemany(
                     "INSERT OR IGNORE INTO store_members VALUES (?, ?, ?, ?, ?)",
@@ -953,7 +952,7 @@ class Store:
                     contents = db.execute("SELECT contents FROM store_pending_rollouts WHERE "
                                           "run = ? AND start = ?", (run, start)).fetchone()[0]
                     with gc_paused():
-                        made.append((start, keys_of_rows(rows_of_block(contents))[1]))
+                        made.append((start, keys_of_columns(columns_of_block(contents))[1]))
                     keys.extend(made[-1][1])
                 else:
                     keys.extend(json.loads(text))
@@ -1091,7 +1090,7 @@ class Store:
                 groups.extend(json.loads(block_groups))
                 if keys_text == NO_KEYS:  # kept as fields: the keys are made from them, once
                     with gc_paused():
-                        made.append((start, keys_of_rows(rows_of_block(contents))[1]))
+                        made.append((start, keys_of_columns(columns_of_block(contents))[1]))
                     keys.extend(made[-1][1])
                 else:
                     keys.extend(json.loads(keys_text))

@@ -45,10 +45,9 @@ from .types import (
 
 __all__ = ["NO_KEYS", "PENDING_SCHEMA", "ROLLOUT_CHUNK", "ROLLOUT_FIELDS", "PackedResults",
            "block_contents", "block_keys", "block_positions", "cells_of_block",
-           "columns_of_block", "field_block_row", "keys_of_rows", "pack_results", "rollout_block_rows",
-           "rollout_columns",
-           "rows_of_block", "split_times", "storable_json", "unpack_results",
-           "write_rollout_blocks", "write_rollout_rows"]
+           "columns_of_block", "field_block_row", "keys_of_columns", "pack_results",
+           "rollout_block_rows", "rollout_columns", "split_times", "storable_json",
+           "unpack_results", "write_rollout_blocks", "write_rollout_rows"]
 
 ROLLOUT_CHUNK = 8192  # rollouts per pending row
 # A rollout's fields as a pending block keeps them (the order of its content JSON).
@@ -262,8 +261,8 @@ def field_block_row(run_id: str, start: int, columns: Sequence[Sequence[Any]]) -
     kept as their fields (a JSON column per name of ``ROLLOUT_FIELDS``, in one object,
     compressed) with no content keys yet: a fraction of the work of ``rollout_block_rows``
     (no content JSON per rollout, no hashing), for a recording that runs beside the scoring.
-    Whoever first needs the keys makes them from the fields (``rows_of_block``,
-    ``keys_of_rows``)."""
+    Whoever first needs the keys makes them from the fields (``columns_of_block``,
+    ``keys_of_columns``)."""
     ids, groups, *fields = columns
     text = stable_json(dict(zip(ROLLOUT_FIELDS, fields, strict=True)))
     try:
@@ -271,19 +270,10 @@ def field_block_row(run_id: str, start: int, columns: Sequence[Sequence[Any]]) -
     except UnicodeEncodeError:
         # A surrogate code point, which JSON can only escape, and two escaped surrogates
         # read back as one character: keyed now, from the fields as they are.
-        contents, keys = keys_of_rows(list(zip(*fields, strict=True)))
+        contents, keys = keys_of_columns(fields)
         return _keyed_block_row(run_id, start, ids, groups, keys, contents)
     return [run_id, start, json.dumps(list(ids)), json.dumps(list(groups)), NO_KEYS,
             _zstd().compress(data)]
-
-
-def rows_of_block(value: str | bytes) -> list[list[Any]]:
-    """A pending block's rollouts as ``[prompt, completion, answer, metadata, truncated]``
-    lists, whichever form the block was written in."""
-    text = block_contents(value)
-    if not text.startswith("{"):
-        return cast("list[list[Any]]", json.loads(text))  # content JSON texts, in one array
-    return [list(row) for row in zip(*_columns_of_fields(text), strict=True)]
 
 
 def columns_of_block(value: str | bytes) -> list[Sequence[Any]]:
@@ -301,12 +291,12 @@ def _columns_of_fields(text: str) -> list[Sequence[Any]]:
     return [fields[name] for name in ROLLOUT_FIELDS]
 
 
-def keys_of_rows(rows: Sequence[Sequence[Any]], keys: str | None = None
-                 ) -> tuple[list[str], list[str]]:
-    """Each rollout's content JSON and content key, from ``rows_of_block``'s lists (the
+def keys_of_columns(columns: Sequence[Sequence[Any]], keys: str | None = None
+                    ) -> tuple[list[str], list[str]]:
+    """Each rollout's content JSON and content key, from ``columns_of_block``'s columns (the
     same text and key as the rollout itself makes: JSON read back encodes to the text it was
     read from); the keys read from ``keys`` (a block's JSON list) when it has them."""
-    texts = [content_json_of(*row) for row in rows]
+    texts = list(map(content_json_of, *columns))
     if keys is not None:
         return texts, cast("list[str]", json.loads(keys))
     return texts, list(map(key_of_content, texts))
