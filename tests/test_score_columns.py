@@ -154,5 +154,7 @@ def test_wrong_shapes_are_refused() -> None:
         ScoreColumns.of_weighted_sums(["a"], [1.0], items, [[1.0, 2.0]])
     with pytest.raises(ValueError, match="one weight per name"):
         ScoreColumns.of_weighted_sums(["a", "b"], [1.0], items, [[1.0] * 3, [1.0] * 3])
+    with pytest.raises(ValueError, match="at least one"):  # no column: no reward to sum
+        ScoreColumns.of_weighted_sums([], [], items, [])
     with pytest.raises(ValueError, match="2 scores for 3 rollouts"):
         ScoreColumns.of_scores(["a"], items, [Score("r0", "g0", 1.0)] * 2)

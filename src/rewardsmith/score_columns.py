@@ -58,10 +58,10 @@ class ScoreColumns:
                          ) -> ScoreColumns:
         """Plain results: every rollout ok, ``components`` one column of finite floats per
         name, and each reward their sum with ``weights``."""
-        if len(components) != len(names) or len(weights) != len(names) or any(
+        if not names or len(components) != len(names) or len(weights) != len(names) or any(
                 len(column) != len(rollouts) for column in components):
             raise ValueError("every column needs one value per rollout, and one column and "
-                             "one weight per name")
+                             "one weight per name (at least one)")
         return cls(names, [_Block(rollouts, components, tuple(weights), None)])
 
     @classmethod
@@ -166,9 +166,9 @@ class ScoreColumns:
             return [Score(r.id, r.group, w1 * a + w2 * b, ok, {n1: a, n2: b}, {}, {}, None)
                     for r, a, b in zip(rollouts, c1, c2)]
         names = self.names
-        rows = zip(*columns) if columns else itertools.repeat(())
         return [Score(r.id, r.group, total, ok, dict(zip(names, row)), {}, {}, None)
-                for r, total, row in zip(rollouts, _weighted_sums(weights, columns), rows)]
+                for r, total, row in zip(rollouts, _weighted_sums(weights, columns),
+                                         zip(*columns))]
 
     def _all_rollouts(self) -> list[Rollout]:
         return list(itertools.chain.from_iterable(block.rollouts for block in self._blocks))
