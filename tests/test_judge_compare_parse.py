@@ -41,7 +41,7 @@ def test_group_prompt_shows_every_response_once() -> None:
     text = group_prompt(template, [{"prompt": "p", "completion": f"c{i}"} for i in range(3)],
                         [HELPFUL])
     assert [text.count(f"### Response {n}\nQ: p\nA: c{n - 1}") for n in (1, 2, 3)] == [1, 1, 1]
-    assert "- helpful (a number from 0 to 1)" in text
+    assert "- helpful (a number from 0 to 1, in steps of 0.1)" in text
 
 
 @settings(max_examples=150, deadline=None)

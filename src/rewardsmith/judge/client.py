@@ -26,6 +26,7 @@ from ..errors import JudgeError
 from .config import Criterion, JudgeConfig
 from .limits import Limits, LimitSettings, RateLimiter
 from .parse import snippet
+from .scales import grade_schema
 
 __all__ = ["CallFailed", "JudgeClient", "Reply", "RateLimiter", "request_body"]
 
@@ -76,11 +77,7 @@ def request_body(config: JudgeConfig, messages: list[dict[str, str]],
                 "strict": True,
                 "schema": {
                     "type": "object",
-                    "properties": {
-                        c.name: {"type": "number", "minimum": c.range[0], "maximum": c.range[1],
-                                 "description": c.description}
-                        for c in criteria
-                    },
+                    "properties": {c.name: grade_schema(c) for c in criteria},
                     "required": [c.name for c in criteria],
                     "additionalProperties": False,
                 },

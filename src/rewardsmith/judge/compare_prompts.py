@@ -13,6 +13,7 @@ from typing import Any
 from .config import Criterion
 from .parse import grade_value, last_json_object, snippet
 from .prompt import Template, render_criteria
+from .scales import grade_schema
 
 __all__ = ["group_prompt", "group_schema", "read_group_reply", "pair_prompt", "pair_schema",
            "read_pair_reply", "PAIR_VERDICTS"]
@@ -42,9 +43,7 @@ def group_prompt(template: Template, members: Sequence[dict[str, str]],
 
 def group_schema(size: int, criteria: Sequence[Criterion]) -> dict[str, Any]:
     grades = {"type": "object",
-              "properties": {c.name: {"type": "number", "minimum": c.range[0],
-                                      "maximum": c.range[1], "description": c.description}
-                             for c in criteria},
+              "properties": {c.name: grade_schema(c) for c in criteria},
               "required": [c.name for c in criteria], "additionalProperties": False}
     return {"type": "json_schema", "json_schema": {"name": "group_grades", "strict": True,
             "schema": {"type": "object",

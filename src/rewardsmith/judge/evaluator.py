@@ -98,7 +98,7 @@ class Judge:
             extras.append(("pairwise",))
         if c.logprobs:
             extras.append(("logprobs", c.top_logprobs))
-        self._base = content_hash("rewardsmith-judge/1", c.model, c.template, c.system,
+        self._base = content_hash("rewardsmith-judge/2", c.model, c.template, c.system,
                                   c.sampling(), c.response_format, c.extra_body, *extras,
                                   length=32)
         self._identities = {name: content_hash(self._base, criterion.spec(), length=32)

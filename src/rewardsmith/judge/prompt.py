@@ -20,6 +20,7 @@ from ..errors import ConfigError
 from ..trajectory import render as render_trajectory
 from ..types import Rollout, message_text, stable_json
 from .config import Criterion
+from .scales import scale_words
 
 __all__ = ["Template", "MissingField", "render_criteria", "ROLLOUT_FIELDS"]
 
@@ -116,17 +117,11 @@ def render_criteria(criteria: Sequence[Criterion]) -> str:
     """The part of the prompt that lists what to grade and the reply's shape."""
     lines = ["Criteria:"]
     for criterion in criteria:
-        low, high = (_number(v) for v in criterion.range)
-        lines.append(f"- {criterion.name} (a number from {low} to {high}): "
-                     f"{criterion.description}")
+        lines.append(f"- {criterion.name} ({scale_words(criterion)}): {criterion.description}")
     example = ", ".join(f'"{c.name}": <number>' for c in criteria)
     lines.append("")
     lines.append(f"Reply with a JSON object holding one number per criterion: {{{example}}}")
     return "\n".join(lines)
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def _as_text(value: Any) -> str:
