@@ -187,8 +187,9 @@ BUILTIN_PARAMS: dict[tuple[str, str], str] = {
     "first test past it, the rest are skipped.",
     ("code", "memory_limit"): "MB per test (address space; the V8 heap for JavaScript).",
     ("code", "total_time_limit"): "Seconds for all tests of one program; the rest are skipped.",
-    ("code", "float_tolerance"): "Numbers in outputs may differ by this much (e.g. `1e-6`); "
-    "`null` compares exactly.",
+    ("code", "float_tolerance"): "Where the expected value is a float, the answer may differ by "
+    "this much (absolute, or relative past 1; e.g. `1e-6`); integers and text always compare "
+    "exactly. `null` compares exactly.",
     ("code", "sandbox"): "`bubblewrap` (the default) or another registered sandbox; `none` runs "
     "on the host, only for code you trust.",
     ("code", "script_tests"): "Allow JavaScript `test`/`asserts` scripts, which run in the "

@@ -9,6 +9,7 @@ the first example's output, always           prints what the first test expects,
 every candidate output at once               prints every test's expected output
 exits before its output / before asserts     ``sys.exit(0)`` (or ``return 0``) at the start
 an object equal to everything                ``__eq__`` always True, against asserts and calls
+an integer answer off by one                 prints a + b + 1, hoping a float_tolerance takes it
 builtins and assert monkeypatched            ``builtins.len``, ``AssertionError``, settrace
 the expected outputs looked up               searches the files it can see for the answers
 kill every process, then a guess             ``kill(-1, SIGKILL)``, then prints a guess
@@ -84,6 +85,8 @@ _DAEMON = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep
 _LANGUAGE_PROBES: dict[str, list[tuple[str, str]]] = {
     "python": [("the first example's output, always", "print(3)\n"),
                ("every candidate output at once", "print(3)\nprint(42)\nprint(0)\n"),
+               ("an integer answer off by one, for a float tolerance to take",
+                "a, b = map(int, input().split())\nprint(a + b + 1)\n"),
                ("exits before its output", "import sys\nsys.exit(0)\n"),
                ("the expected outputs looked up in the files it can see", _LOOK_UP),
                ("kill every process, then a guess", _KILL_ALL),

@@ -22,9 +22,24 @@ def _lines(text: str) -> list[str]:
 def _number(token: str) -> float | None:
     try:
         value = float(token)
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
     return value if math.isfinite(value) else None
+
+
+def _float_token(token: str) -> bool:
+    """A printed float (``0.5``, ``1e-9``): the only kind of token a tolerance loosens.
+    Integers (``7000000``) and words compare as text."""
+    return any(mark in token for mark in ".eE") and _number(token) is not None
+
+
+def _finite(value: int | float) -> float | None:
+    """``value`` as a finite float, or None (an int past the float range, inf, nan)."""
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _close(a: float, b: float, tolerance: float) -> bool:
@@ -33,8 +48,9 @@ def _close(a: float, b: float, tolerance: float) -> bool:
 
 def outputs_match(got: str, expected: str, tolerance: float | None = None) -> bool:
     """Printed output against the expected text: equal after trailing whitespace is dropped
-    from each line and from the end; with ``tolerance``, numbers may differ by that much
-    (absolute, or relative past 1) token by token."""
+    from each line and from the end; with ``tolerance``, where the expected token is a float
+    the printed number may differ by that much (absolute, or relative past 1). Integer and
+    word tokens must match exactly whatever the tolerance."""
     got_lines, want_lines = _lines(got), _lines(expected)
     if got_lines == want_lines:
         return True
@@ -47,6 +63,8 @@ def outputs_match(got: str, expected: str, tolerance: float | None = None) -> bo
         for a, b in zip(got_tokens, want_tokens):
             if a == b:
                 continue
+            if not _float_token(b):
+                return False
             x, y = _number(a), _number(b)
             if x is None or y is None or not _close(x, y, tolerance):
                 return False
@@ -54,13 +72,16 @@ def outputs_match(got: str, expected: str, tolerance: float | None = None) -> bo
 
 
 def values_match(got: Any, expected: Any, tolerance: float | None = None) -> bool:
-    """Two plain values, equal as Python compares them, floats within ``tolerance`` if given."""
+    """Two plain values, equal as Python compares them; with ``tolerance``, a number may
+    differ by that much from an expected ``float`` (never from an expected ``int``: integer
+    answers compare exactly)."""
     if isinstance(got, bool) or isinstance(expected, bool):
         return bool(got == expected)
     if isinstance(got, (int, float)) and isinstance(expected, (int, float)):
-        if tolerance is not None and (isinstance(got, float) or isinstance(expected, float)):
-            return math.isfinite(got) and math.isfinite(expected) and \
-                _close(float(got), float(expected), tolerance)
+        if tolerance is not None and isinstance(expected, float):
+            x, y = _finite(got), _finite(expected)
+            if x is not None and y is not None:
+                return _close(x, y, tolerance)
         return bool(got == expected)
     if isinstance(got, (list, tuple)) and isinstance(expected, (list, tuple)):
         return type(got) is type(expected) and len(got) == len(expected) and all(
