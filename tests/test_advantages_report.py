@@ -106,7 +106,7 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     result = runner.invoke(app, ["advantages", str(scored), "--trainer", "verl"])
     assert result.exit_code == 1, result.output
     assert "broken groups" in result.output
-    result = runner.invoke(app, ["advantages", str(scored)])
+    result = runner.invoke(app, ["advantages", str(scored), "--trainer", "rewardsmith"])
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["advantages", str(scored), "--trainer", "miles", "--json"])
     assert result.exit_code == 1
@@ -133,6 +133,29 @@ def test_cli_bad_lines_exit_2_with_line_number(tmp_path: Path, row: str, message
     result = CliRunner().invoke(app, ["advantages", str(path)])
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
+
+
+def test_cli_without_trainer_checks_every_trainer(tmp_path: Path) -> None:
+    """A file that is sound under rewardsmith's exact formula but breaks float32 trainers fails
+    when no trainer is named, and the table names each trainer that breaks."""
+    from rewardsmith.cli._app import app
+    from rewardsmith.cli.advantages_cmd import TRAINER_NAMES
+
+    runner = CliRunner()
+    scored = _scored(tmp_path / "s.jsonl", 0.3)
+    result = runner.invoke(app, ["advantages", str(scored)])
+    assert result.exit_code == 1, result.output
+    assert "broken under" in result.output and "verl" in result.output
+    data = json.loads(runner.invoke(app, ["advantages", str(scored), "--json"]).output)
+    assert set(data["trainers"]) == set(TRAINER_NAMES) and data["exit_code"] == 1
+    assert data["trainers"]["rewardsmith"]["broken_groups"] == 0
+    assert data["trainers"]["verl"]["broken_groups"] == 1
+    binary = _scored(tmp_path / "b.jsonl", 1.0)
+    result = runner.invoke(app, ["advantages", str(binary)])
+    assert result.exit_code == 0, result.output
+    assert "broken under" not in result.output
+    # --method or --scale speak of rewardsmith's own formula, checked alone as before.
+    assert runner.invoke(app, ["advantages", str(scored), "--method", "grpo"]).exit_code == 0
 
 
 def test_cli_bad_usage_exits_2(tmp_path: Path) -> None:

@@ -1,7 +1,10 @@
 """``rewardsmith advantages``: what a trainer will do with scored rewards, as a gate.
 
-Exit status: 0 when sound, 1 when groups of equal rewards get non-zero advantages under the
-chosen trainer, 2 on bad usage or input.
+Without ``--trainer`` every trainer rewardsmith emulates is checked (a file that is sound under
+rewardsmith's exact formula can still break verl's or TRL's float32 one).
+
+Exit status: 0 when sound, 1 when groups of equal rewards get non-zero advantages under a checked
+trainer, 2 on bad usage or input.
 """
 
 from __future__ import annotations
@@ -9,12 +12,15 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ..errors import InputError
 from ._app import app, console, handle_errors
+
+if TYPE_CHECKING:
+    from ..advantages.report import AdvantageReport
 
 __all__ = ["advantages", "read_scored_rewards"]
 
@@ -58,7 +64,8 @@ def read_scored_rewards(path: str | Path) -> tuple[list[float | None], list[str]
 
 # Named here so that help does not import numpy; a test keeps it equal to trainer_names().
 TRAINER_NAMES = ("verl", "trl", "slime", "miles", "openrlhf", "nemo", "rewardsmith")
-_TRAINER_HELP = f"Formula to check: {', '.join(TRAINER_NAMES)}."
+_TRAINER_HELP = (f"Formula to check: {', '.join(TRAINER_NAMES)} (default: every one; "
+                 "rewardsmith's own with --method or --scale).")
 
 
 @app.command("advantages")
@@ -67,7 +74,7 @@ def advantages(
     scored: Annotated[
         Path, typer.Argument(help="Scored JSONL (id, group, reward).", dir_okay=False)
     ],
-    trainer: Annotated[str, typer.Option("--trainer", "-t", help=_TRAINER_HELP)] = "rewardsmith",
+    trainer: Annotated[str | None, typer.Option("--trainer", "-t", help=_TRAINER_HELP)] = None,
     dtype: Annotated[
         str, typer.Option("--dtype", help="float32 (as trainers run) or float64.")
     ] = "float32",
@@ -86,13 +93,47 @@ def advantages(
     Example: rewardsmith advantages scored.jsonl --trainer verl
     """
     rewards, groups, ids = read_scored_rewards(scored)
+    if trainer is None and method is None and scale is None:
+        from ..advantages.report import check_trainers
+
+        _every_trainer(check_trainers(rewards, groups, TRAINER_NAMES, dtype=dtype, ids=ids),
+                       as_json=as_json)
     from ..advantages import check_advantages
 
-    report = check_advantages(
-        rewards, groups, trainer=trainer, dtype=dtype, scale=scale, method=method, ids=ids
-    )
+    report = check_advantages(rewards, groups, trainer=trainer or "rewardsmith", dtype=dtype,
+                              scale=scale, method=method, ids=ids)
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2))
     else:
         report.render(console)
     raise typer.Exit(report.exit_code)
+
+
+def _every_trainer(reports: dict[str, AdvantageReport], *, as_json: bool) -> None:
+    """Print one line per trainer, then the whole report of the first broken one; exit."""
+    exit_code = max(report.exit_code for report in reports.values())
+    if as_json:
+        typer.echo(json.dumps({"trainers": {name: report.to_dict()
+                                            for name, report in reports.items()},
+                               "exit_code": exit_code}, indent=2))
+        raise typer.Exit(exit_code)
+    from rich.table import Table
+
+    table = Table(title="Advantages under every trainer (a broken group: equal rewards, "
+                  "non-zero advantages)")
+    for column in ("trainer", "dtype", "broken groups", "rollouts in them",
+                   "worst |advantage|", "zero-variance groups"):
+        table.add_column(column, justify="left" if column in ("trainer", "dtype") else "right")
+    for name, report in reports.items():
+        style = "bold red" if report.broken_groups else "green"
+        worst = f"{report.worst_magnitude:.3g}" if report.broken_groups else "-"
+        table.add_row(name, report.dtype, f"[{style}]{report.broken_groups}[/{style}]",
+                      str(report.broken_rollouts), worst, str(report.zero_variance_groups))
+    console.print(table)
+    broken = [report for report in reports.values() if report.broken_groups]
+    if broken:
+        names = ", ".join(report.trainer for report in broken)
+        console.print(f"broken under {names}; the first in full:", markup=False,
+                      highlight=False)
+        broken[0].render(console)
+    raise typer.Exit(exit_code)
