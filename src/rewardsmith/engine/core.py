@@ -28,6 +28,7 @@ from .assemble import SystematicWatch, combine, store_plan
 from .caching import Cached, ResultCache, look_up, record
 from .cells import Cell, as_tuple, floats_only, store_columns
 from .executors import BACKENDS, Executor, backend_from_env, make_executor
+from .gates import gated_evaluators, mark_skipped, run_gated
 from .onloop import LoopRewards
 from .plan import (
     Batch,
@@ -163,6 +164,8 @@ class Engine:
         self._async_work = ([c for c in self._async if c.evaluator is None]
                             if self.workers > 0 else [])
         self._async_local = [c for c in self._async if c not in self._async_work]
+        # Judges behind a gate run after it, only where it opened (see engine.gates).
+        self._gated = gated_evaluators(rubric)
         self._async_program = AsyncProgram([c for c in self._async_work if not c.group],
                                             [c for c in self._async_work if c.group],
                                             timing=timing)
@@ -458,16 +461,21 @@ class Engine:
         if self._async_work:
             work.append(self._run_async_workers(batch, results))
         for component in self._async_local:
-            work.append(self._on_loop.run(component, batch, results))
+            if component not in self._gated:
+                work.append(self._on_loop.run(component, batch, results))
         if len(work) == 1:
             await work[0]  # no gather: the in-process path then never suspends (see _now)
         elif work:
             await asyncio.gather(*work)
+        skipped = await run_gated(self._on_loop, self._gated, batch, results) if self._gated \
+            else None
         if self._watch is not None:
             self._watch.check(rollouts, results)
         with gc_paused():
             if cached is not None and self.cache is not None:
                 record(self.cache, self.rubric.components, cached, results, rollouts)
+            if skipped:
+                mark_skipped(results, skipped)
             columns = combine(self.rubric, rollouts,
                               [results[name] for name in self.rubric.names],
                               [name in plain for name in self.rubric.names])
