@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from rewardsmith import Component, Rollout, Rubric, Status, score_rollouts
 from rewardsmith.rewards.instructions import CHECKS, KWARGS, follows, ifeval, parse_instructions
 
 GERMAN = "Der Fluss fließt an der alten Mühle vorbei und die Kinder spielen am Ufer."
@@ -46,6 +47,19 @@ CASES: list[tuple[str, dict[str, Any], str, bool, bool]] = [
     ("keywords:letter_frequency", {"letter": "a", "let_frequency": 3,
                                    "let_relation": "less than"}, "Banana\nhi there", False,
      True),  # (L)
+    # Google's data asks for "#" and "!": the character itself is counted.
+    ("keywords:letter_frequency", {"letter": "#", "let_frequency": 4,
+                                   "let_relation": "at least"}, "#rivers #mills #lakes #sea",
+     True, True),
+    ("keywords:letter_frequency", {"letter": "#", "let_frequency": 4,
+                                   "let_relation": "at least"}, "#rivers #mills #lakes", False,
+     False),
+    ("keywords:letter_frequency", {"letter": "!", "let_frequency": 2,
+                                   "let_relation": "less than"}, "Wow! Great.", True, True),
+    ("keywords:letter_frequency", {"letter": "!", "let_frequency": 2,
+                                   "let_relation": "less than"}, "Wow! Great!", False, False),
+    ("keywords:letter_frequency", {"letter": "Z", "let_frequency": 2,
+                                   "let_relation": "at least"}, "zoe ZIPS.", True, True),
     # language
     ("language:response_language", {"language": "de"}, GERMAN, True, True),
     ("language:response_language", {"language": "de"}, ENGLISH, False, False),
@@ -220,37 +234,39 @@ def test_content_free_answers_meet_nothing(text: str, loose: bool) -> None:
                          {"capital_frequency": 3, "capital_relation": "less than"},
                          {"forbidden_words": ["river"]}]}
     result = ifeval(text, answer, loose=loose)
-    assert result["reward"] == 0.0, result
+    assert result.value == 0.0, result
 
 
 def test_a_bare_json_object_meets_json_format_and_nothing_else() -> None:
     answer = {"instruction_id_list": ["detectable_format:json_format", "punctuation:no_comma"],
               "kwargs": [{}, {}]}
-    assert ifeval("{}", answer) == {"reward": 0.5, "detectable_format:json_format": 1.0,
-                                    "punctuation:no_comma": 0.0}
+    result = ifeval("{}", answer)
+    assert (result.value, result.error) == (0.5, None)
+    assert result.metrics == {"detectable_format:json_format": 1.0, "punctuation:no_comma": 0.0,
+                              "unchecked": 0.0}
 
 
 def test_the_prompt_repeated_back_earns_nothing() -> None:
     prompt = "Write about the river and the mill. End with Any other questions?"
     answer = {"instruction_id_list": ["keywords:existence", "startend:end_checker"],
               "kwargs": [{"keywords": ["river", "mill"]}, {"end_phrase": "Any other questions?"}]}
-    assert ifeval(prompt, answer)["reward"] == 1.0  # without the prompt it looks fine
+    assert ifeval(prompt, answer).value == 1.0  # without the prompt it looks fine
     echoed = "  write about the river and the MILL.\nEnd with Any other questions?  "
-    assert ifeval(echoed, answer, prompt=prompt)["reward"] == 0.0
-    assert ifeval(echoed, answer, prompt=prompt, loose=True)["reward"] == 0.0
+    assert ifeval(echoed, answer, prompt=prompt).value == 0.0
+    assert ifeval(echoed, answer, prompt=prompt, loose=True).value == 0.0
     own = "The river turns the mill. Any other questions?"
-    assert ifeval(own, answer, prompt=prompt)["reward"] == 1.0
+    assert ifeval(own, answer, prompt=prompt).value == 1.0
 
 
 def test_glued_responses_earn_no_credit() -> None:
     options = {"instruction_id_list": ["detectable_format:constrained_response"],
                "kwargs": [{}]}
     glued = "My answer is yes. My answer is no. My answer is maybe."
-    assert ifeval(glued, options, loose=True)["reward"] == 0.0
+    assert ifeval(glued, options, loose=True).value == 0.0
     two = {"instruction_id_list": ["combination:two_responses"], "kwargs": [{}]}
     three = "Apples are red.\n******\nPears are green.\n******\nPlums are purple. Figs too."
-    assert ifeval(three, two)["reward"] == 0.0
-    assert ifeval("Apples are red.\n******\nApples are red.", two)["reward"] == 0.0
+    assert ifeval(three, two).value == 0.0
+    assert ifeval("Apples are red.\n******\nApples are red.", two).value == 0.0
 
 
 def test_mode_all_and_fraction_and_metrics() -> None:
@@ -258,8 +274,48 @@ def test_mode_all_and_fraction_and_metrics() -> None:
                                       "keywords:existence"],
               "kwargs": [{}, {"keywords": ["river"]}, {"keywords": ["lake"]}]}
     result = ifeval("The river is wide.", answer)
-    assert result == {"reward": pytest.approx(2 / 3), "punctuation:no_comma": 1.0,
-                      "keywords:existence": 1.0, "keywords:existence#2": 0.0}
-    assert ifeval("The river is wide.", answer, mode="all")["reward"] == 0.0
+    assert result.value == pytest.approx(2 / 3)
+    assert result.metrics == {"punctuation:no_comma": 1.0, "keywords:existence": 1.0,
+                              "keywords:existence#2": 0.0, "unchecked": 0.0}
+    assert ifeval("The river is wide.", answer, mode="all").value == 0.0
     answer["kwargs"][2] = {"keywords": ["wide"]}
-    assert ifeval("The river is wide.", answer, mode="all")["reward"] == 1.0
+    assert ifeval("The river is wide.", answer, mode="all").value == 1.0
+
+
+def test_an_instruction_that_cannot_be_checked_leaves_the_others_graded() -> None:
+    answer = {"instruction_id_list": ["punctuation:no_comma", "keywords:telepathy",
+                                      "keywords:letter_frequency", "keywords:existence"],
+              "kwargs": [{}, {}, {"letter": "ab", "let_frequency": 1, "let_relation": "at least"},
+                         {"keywords": ["river"]}]}
+    result = ifeval("The mill, by the lake.", answer)
+    assert result.status is Status.OK
+    assert result.value == 0.0  # both instructions that could be checked were missed
+    assert result.metrics == {"punctuation:no_comma": 0.0, "keywords:existence": 0.0,
+                              "unchecked": 2.0}
+    assert result.error is not None
+    assert result.error.startswith("ifeval: 2 of 4 instructions could not be checked")
+    assert "instruction 1: unknown instruction id 'keywords:telepathy'" in result.error
+    assert "instruction 2 (keywords:letter_frequency): kwarg 'letter'" in result.error
+    assert ifeval("The river by the lake.", answer).value == 1.0
+    assert ifeval("The river by the lake.", answer, mode="all").value == 1.0
+    assert ifeval("The river, by the lake.", answer, mode="all").value == 0.0
+
+
+def test_when_no_instruction_can_be_checked_the_response_is_an_error() -> None:
+    answer = {"instruction_id_list": ["keywords:telepathy", "keywords:existence"],
+              "kwargs": [{}, {"keywords": []}]}
+    with pytest.raises(ValueError, match="telepathy.*kwarg 'keywords'"):
+        ifeval("The river.", answer)
+
+
+def test_unchecked_instructions_through_the_engine() -> None:
+    answer = {"instruction_id_list": ["keywords:existence", "keywords:telepathy"],
+              "kwargs": [{"keywords": ["river"]}, {}]}
+    rubric = Rubric([Component("follows", "ifeval")])
+    rollouts = [Rollout(id="r", group="g", prompt="Write.", completion="The river.",
+                        answer=answer)]
+    for workers in (0, 1):
+        (scored,) = score_rollouts(rubric, rollouts, workers=workers)
+        assert (scored.reward, scored.status) == (1.0, Status.OK)
+        assert scored.metrics == {"follows.keywords:existence": 1.0, "follows.unchecked": 1.0}
+        assert "keywords:telepathy" in scored.errors["follows"]

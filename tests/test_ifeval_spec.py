@@ -73,7 +73,7 @@ def test_instructions_without_kwargs_may_leave_them_out() -> None:
      "kwarg 'keywords': expected a non-empty list of strings"),
     ({"instruction_id_list": ["keywords:letter_frequency"],
       "kwargs": [{"letter": "ab", "let_frequency": 1, "let_relation": "at least"}]},
-     "kwarg 'letter': expected one letter a-z"),
+     "kwarg 'letter': expected one character (such as 'a' or '#')"),
     ({"instruction_id_list": ["language:response_language"], "kwargs": [{"language": "xx"}]},
      "kwarg 'language': expected a language code"),
     ({"instruction_id_list": ["length_constraints:nth_paragraph_first_word"],

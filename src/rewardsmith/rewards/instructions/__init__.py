@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .checks import CHECKS
 from .reward import follows, ifeval, loose_variants
-from .spec import KWARGS, Instruction, parse_instructions
+from .spec import KWARGS, Instruction, Unchecked, parse_instructions, read_instructions
 
-__all__ = ["CHECKS", "KWARGS", "Instruction", "follows", "ifeval", "loose_variants",
-           "parse_instructions"]
+__all__ = ["CHECKS", "KWARGS", "Instruction", "Unchecked", "follows", "ifeval", "loose_variants",
+           "parse_instructions", "read_instructions"]

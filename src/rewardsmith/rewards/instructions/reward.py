@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ...types import ComponentResult
 from .._registry import builtin
 from .checks import CHECKS
-from .spec import Instruction, parse_instructions
+from .spec import Instruction, Unchecked, read_instructions
 from .text import has_content
 
 __all__ = ["ifeval", "loose_variants", "follows"]
@@ -89,18 +90,37 @@ def _check_params(params: Mapping[str, Any]) -> None:
 
 @builtin("ifeval", kind="verifier", check=_check_params)
 def ifeval(completion: str, answer: Any, prompt: str = "", loose: bool = False,
-           mode: str = "fraction") -> dict[str, float]:
-    """IFEval constraints from the answer (instruction_id_list + kwargs): share met, or all."""
+           mode: str = "fraction") -> ComponentResult:
+    """IFEval constraints from the answer (instruction_id_list + kwargs): share met, or all.
+
+    The metrics hold each checked instruction's verdict (1.0 or 0.0) and ``unchecked``, how
+    many could not be checked; those are named in the error and left out of the reward.
+    """
     if mode not in _MODES or not isinstance(loose, bool):
         _check_params({"mode": mode, "loose": loose})
-    instructions = parse_instructions(answer)
+    read = read_instructions(answer)
+    instructions = tuple([item for item in read if type(item) is Instruction])
+    if not instructions:
+        # Nothing left to grade: the whole response is an error.
+        raise ValueError("; ".join(item.reason for item in read if isinstance(item, Unchecked)))
     verdicts = follows(completion, instructions, loose=loose, prompt=prompt or "")
     met = sum(verdicts)
     reward = met / len(verdicts) if mode == "fraction" else float(met == len(verdicts))
-    result: dict[str, float] = {"reward": reward}
-    for position, (instruction, verdict) in enumerate(zip(instructions, verdicts)):
-        name = instruction.id
-        if name in result:  # the same id twice: the second is named by its position
+    metrics: dict[str, float] = {}
+    verdict_of = iter(verdicts)
+    problems = []
+    for position, item in enumerate(read):
+        if isinstance(item, Unchecked):
+            problems.append(item.reason)
+            continue
+        name = item.id
+        if name in metrics:  # the same id twice: the second is named by its position
             name = f"{name}#{position}"
-        result[name] = 1.0 if verdict else 0.0
-    return result
+        metrics[name] = 1.0 if next(verdict_of) else 0.0
+    metrics["unchecked"] = float(len(problems))
+    if not problems:
+        return ComponentResult(reward, metrics=metrics)
+    error = (f"ifeval: {len(problems)} of {len(read)} instructions could not be checked and "
+             "are left out of the reward: "
+             + "; ".join(problem.removeprefix("ifeval: ") for problem in problems))
+    return ComponentResult(reward, error=error, metrics=metrics)

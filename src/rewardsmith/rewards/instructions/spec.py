@@ -2,8 +2,9 @@
 
 The answer holds them as IFEval and the RLVR-IF datasets store them: a dict, the same dict as a
 JSON string, or a one-element list around it. Every kwarg is checked against what its
-instruction takes; an unknown id, a missing or extra kwarg, or a value of the wrong kind raises
-``ValueError`` naming the instruction's position, its id and the kwarg, never a silent pass.
+instruction takes; an unknown id, a missing or extra kwarg, or a value of the wrong kind makes
+that constraint ``Unchecked``, with a reason naming the instruction's position, its id and the
+kwarg (``parse_instructions`` raises it as ``ValueError``), never a silent pass.
 ``None`` values are dropped first: the published dataset pads every row with all kwarg names.
 """
 
@@ -13,11 +14,12 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from .text import known_languages
 
-__all__ = ["Instruction", "parse_instructions", "KWARGS", "RELATIONS"]
+__all__ = ["Instruction", "Unchecked", "parse_instructions", "read_instructions", "KWARGS",
+           "RELATIONS"]
 
 RELATIONS = ("less than", "at least")
 
@@ -72,10 +74,11 @@ def _relation(value: Any) -> str:
     return str(value)
 
 
-def _letter(value: Any) -> str:
-    if not isinstance(value, str) or len(value.strip()) != 1 or not value.strip().isascii() \
-            or not value.strip().isalpha():
-        raise _Bad(f"expected one letter a-z, got {value!r}")
+def _character(value: Any) -> str:
+    # One character to count: a letter (either case counts) or any other mark IFEval's data
+    # asks for ("#", "!"); whitespace or several characters are not one character.
+    if not isinstance(value, str) or len(value.strip()) != 1:
+        raise _Bad(f"expected one character (such as 'a' or '#'), got {value!r}")
     return value.strip().lower()
 
 
@@ -92,7 +95,7 @@ KWARGS: dict[str, dict[str, Reader]] = {
     "keywords:existence": {"keywords": _words},
     "keywords:frequency": {"keyword": _text, "frequency": _count, "relation": _relation},
     "keywords:forbidden_words": {"forbidden_words": _words},
-    "keywords:letter_frequency": {"letter": _letter, "let_frequency": _count,
+    "keywords:letter_frequency": {"letter": _character, "let_frequency": _count,
                                   "let_relation": _relation},
     "language:response_language": {"language": _language},
     "length_constraints:number_sentences": {"num_sentences": _count, "relation": _relation},
@@ -125,6 +128,13 @@ class Instruction(NamedTuple):
 
     id: str
     kwargs: Mapping[str, Any]
+
+
+class Unchecked(NamedTuple):
+    """A constraint that cannot be checked (unknown id, bad kwargs): its id and why, in words."""
+
+    id: str
+    reason: str
 
 
 # The instructions that take no kwargs, made once (their kwargs a read-only empty mapping).
@@ -183,7 +193,7 @@ def _read_one(position: int, instruction_id: Any, raw: Any) -> Instruction:
     return Instruction(instruction_id, values)
 
 
-def _from_mapping(answer: Mapping[str, Any]) -> tuple[Instruction, ...]:
+def _from_mapping(answer: Mapping[str, Any]) -> tuple[Instruction | Unchecked, ...]:
     ids = answer.get("instruction_id_list", answer.get("instruction_id"))
     if ids is None:
         raise ValueError("ifeval: the answer has no 'instruction_id_list'")
@@ -198,11 +208,18 @@ def _from_mapping(answer: Mapping[str, Any]) -> tuple[Instruction, ...]:
                          f"got {kwargs!r}")
     if len(kwargs) != len(ids):
         raise ValueError(f"ifeval: {len(ids)} instruction id(s) but {len(kwargs)} kwargs")
-    return tuple([_read_one(i, iid, raw) for i, (iid, raw) in enumerate(zip(ids, kwargs))])
+    return tuple([_read_or_name(i, iid, raw) for i, (iid, raw) in enumerate(zip(ids, kwargs))])
+
+
+def _read_or_name(position: int, instruction_id: Any, raw: Any) -> Instruction | Unchecked:
+    try:
+        return _read_one(position, instruction_id, raw)
+    except ValueError as exc:
+        return Unchecked(str(instruction_id), str(exc))
 
 
 @lru_cache(maxsize=4096)
-def _from_json(text: str) -> tuple[Instruction, ...]:
+def _from_json(text: str) -> tuple[Instruction | Unchecked, ...]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -210,8 +227,12 @@ def _from_json(text: str) -> tuple[Instruction, ...]:
     return _from_mapping(_unwrap(value))
 
 
-def parse_instructions(answer: Any) -> tuple[Instruction, ...]:
-    """The checked constraints in ``answer``; ``ValueError`` naming what is wrong."""
+def read_instructions(answer: Any) -> tuple[Instruction | Unchecked, ...]:
+    """Each constraint in ``answer``, read, or ``Unchecked`` with the reason it cannot be.
+
+    ``ValueError`` when the answer as a whole cannot be read (no ``instruction_id_list``, a
+    kwargs list of another length, not a dict or its JSON): then no constraint is known.
+    """
     if type(answer) is dict:
         return _from_mapping(answer)
     if answer is None:
@@ -220,3 +241,12 @@ def parse_instructions(answer: Any) -> tuple[Instruction, ...]:
     if isinstance(answer, str):
         return _from_json(answer)
     return _from_mapping(_unwrap(answer))
+
+
+def parse_instructions(answer: Any) -> tuple[Instruction, ...]:
+    """The checked constraints in ``answer``; ``ValueError`` naming the first that is wrong."""
+    read = read_instructions(answer)
+    for item in read:
+        if type(item) is Unchecked:
+            raise ValueError(item.reason)
+    return cast("tuple[Instruction, ...]", read)
