@@ -100,8 +100,11 @@ class OpenAIServer:
     def __init__(self, *, models: Iterable[str] = ("judge-2024-01-01",),
                  api_key: str | None = None, latency: float = 0.0, list_models: bool = True,
                  style: str = "json", grade: Callable[[str, str], float] = default_grade,
-                 bias_first: bool = False):
+                 bias_first: bool = False, slots: int | None = None):
         self.models = list(models)
+        self.slots = slots  # stated at GET /props (as llama.cpp does) when set
+        self.inflight = 0  # chat requests being answered now, and the most at once
+        self.peak_inflight = 0
         self.api_key = api_key
         self.latency = latency
         self.list_models = list_models
@@ -241,6 +244,8 @@ class OpenAIServer:
                      raw: bytes) -> Response | None:
         if method == "GET" and path == "/_stats":
             return 200, self.stats(), {}
+        if method == "GET" and path == "/props" and self.slots is not None:
+            return 200, {"total_slots": self.slots}, {}
         if method == "GET" and path == "/v1/models" and self.list_models:
             return self._unauthorized(headers) or (200, {"object": "list", "data": [
                 {"id": m, "object": "model", "owned_by": "test"} for m in self.models]}, {})
@@ -279,13 +284,20 @@ class OpenAIServer:
             if fault.echo_auth:
                 message += f" (request had Authorization: {auth})"
             return fault.status, {"error": {"message": message}}, extra
-        if not await self._hold():
-            return None  # the client is gone: nothing generated, nothing billed
-        delay = self.latency + (fault.seconds if fault and fault.kind == "slow" else 0.0)
-        if delay:
-            await asyncio.sleep(delay)
-        style = fault.style if fault and fault.kind == "reply" else self.style
-        return self._answer(body, style)
+        with self._lock:
+            self.inflight += 1
+            self.peak_inflight = max(self.peak_inflight, self.inflight)
+        try:
+            if not await self._hold():
+                return None  # the client is gone: nothing generated, nothing billed
+            delay = self.latency + (fault.seconds if fault and fault.kind == "slow" else 0.0)
+            if delay:
+                await asyncio.sleep(delay)
+            style = fault.style if fault and fault.kind == "reply" else self.style
+            return self._answer(body, style)
+        finally:
+            with self._lock:
+                self.inflight -= 1
 
     def _unauthorized(self, headers: dict[str, str]) -> Response | None:
         if self.api_key is None or headers.get("authorization") == f"Bearer {self.api_key}":

@@ -1,10 +1,14 @@
 """An async client for any OpenAI-compatible ``/chat/completions`` endpoint that survives real ones.
 
-Bounded concurrency is the caller's (``Limits.call``); this module adds per-request timeouts,
-retries with exponential backoff and jitter on 429, 5xx, connection errors and timeouts
-(honouring ``Retry-After`` and ``retry-after-ms``, and pausing every request while the server
-asked to wait), and paces each attempt by the request and token rate limits (``Limits.pace``,
-in whatever scope they hold).
+Calls in flight are bounded by the caller (``Limits.call``, in whatever scope the limits hold)
+and, per client, by what the server can serve (``InFlight``: at most its slots where it says,
+halved on refusals and timeouts). This module adds a connect deadline apart from the
+generation deadline (``connect_timeout``, ``timeout``), retries with exponential backoff and
+jitter on 429, 5xx, connection errors and timeouts (honouring ``Retry-After`` and
+``retry-after-ms``, and pausing every request while the server asked to wait), a longer budget
+for a server that is restarting (503s and refused connections are retried for
+``unavailable_wait`` seconds without using up ``retries``), and paces each attempt by the
+request and token rate limits (``Limits.pace``).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import httpx
 
 from ..errors import JudgeError
 from .config import Criterion, JudgeConfig
+from .inflight import InFlight
 from .limits import Limits, LimitSettings, RateLimiter
 from .parse import snippet
 from .scales import grade_schema
@@ -107,7 +112,8 @@ class JudgeClient:
         pool = httpx.Limits(max_connections=size, max_keepalive_connections=size)
         tls = httpx.create_ssl_context()
         self._shards = [httpx.AsyncClient(headers=headers, limits=pool, verify=tls,
-                                          timeout=httpx.Timeout(config.timeout))
+                                          timeout=httpx.Timeout(
+                                              config.timeout, connect=config.connect_timeout))
                         for _ in range(shards)]
         self._busy = [0] * shards
         self._http = self._shards[0]  # for the pre-flight check
@@ -119,6 +125,8 @@ class JudgeClient:
                        or config.tokens_per_minute is not None)
         self._paused_until = 0.0  # a Retry-After pauses every request, not just the one told
         self.retries = 0  # extra attempts made, for usage
+        self.inflight = InFlight(config.max_concurrency)
+        self.server_slots: int | None = None  # what the server said it serves at once
 
     def __repr__(self) -> str:
         return f"JudgeClient({self.config.base_url!r}, model={self.config.model!r})"
@@ -160,12 +168,31 @@ class JudgeClient:
             return
         if config.model in served:
             self._refuse_alias(served)
+            await self._read_slots()
             return
         snapshots = sorted(m for m in served if m.startswith(config.model + "-"))
         listing = ", ".join(sorted(served)[:20]) or "(none)"
         raise JudgeError(f"{self.label}: model {config.model!r} is not served by "
                          f"{config.base_url}; it serves: {listing}"
                          + (f". Did you mean the snapshot {snapshots[-1]!r}?" if snapshots else ""))
+
+    async def _read_slots(self) -> None:
+        """Cap requests in flight at the server's slots where it states them (llama.cpp's
+        ``/props``); a server that does not say keeps ``max_concurrency``."""
+        root = re.sub(r"/v1$", "", self.config.base_url)
+        try:
+            response = await self._http.get(f"{root}/props",
+                                            timeout=min(self.config.timeout, _CHECK_TIMEOUT))
+            slots = response.json().get("total_slots") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return
+        if isinstance(slots, int) and not isinstance(slots, bool) and slots >= 1:
+            self.server_slots = slots
+            if slots < self.config.max_concurrency:
+                log.info("%s: the server serves %d requests at once: at most %d in flight "
+                         "(max_concurrency %d)", self.label, slots, slots,
+                         self.config.max_concurrency)
+            self.inflight.cap(slots)
 
     def _refuse_alias(self, served: Sequence[str]) -> None:
         """Refuse a moving alias when dated snapshots of it are listed: recorded grades are
@@ -215,33 +242,53 @@ class JudgeClient:
         body.update(overrides or {})
         estimate = sum(len(m["content"]) for m in messages) // 4 + (config.max_tokens or 16)
         url = f"{config.base_url}/chat/completions"
-        attempts = 0
+        attempts = counted = 0
+        unavailable_since: float | None = None
         while True:
             attempts += 1
             await self._wait_for_pause()
             if self._paced:
                 await self._limits.pace(float(estimate))
             wait: float | None = None
-            try:
-                response = await self._post(url, body)
-            except httpx.TimeoutException:
-                reason, status = f"timed out after {config.timeout:g} s", None
-            except httpx.HTTPError as exc:
-                reason, status = _transport_reason(exc), None
-            else:
-                status = response.status_code
-                if status == 200:
-                    return self._reply(response, attempts, estimate)
-                reason = f"HTTP {status}: {self.redact(_error_text(response))}"
-                if status not in _RETRY_STATUSES and status < 500:
-                    raise CallFailed(f"judge call failed: {reason}", attempts=attempts,
-                                     status=status, raw=self.redact(response.text[:4000]))
-                wait = _retry_after(response)
-            if attempts > config.retries:
+            unavailable = False
+            async with self.inflight.slot():
+                try:
+                    response = await self._post(url, body)
+                except httpx.ConnectTimeout:
+                    reason, status = f"no connection within {config.connect_timeout:g} s", None
+                except httpx.TimeoutException:
+                    reason, status = f"timed out after {config.timeout:g} s", None
+                    self.inflight.overloaded()
+                except httpx.ConnectError as exc:  # refused: a server restarting, say
+                    reason, status, unavailable = _transport_reason(exc), None, True
+                except httpx.HTTPError as exc:
+                    reason, status = _transport_reason(exc), None
+                else:
+                    status = response.status_code
+                    if status == 200:
+                        self.inflight.succeeded()
+                        return self._reply(response, attempts, estimate)
+                    reason = f"HTTP {status}: {self.redact(_error_text(response))}"
+                    if status not in _RETRY_STATUSES and status < 500:
+                        raise CallFailed(f"judge call failed: {reason}", attempts=attempts,
+                                         status=status, raw=self.redact(response.text[:4000]))
+                    wait = _retry_after(response)
+                    unavailable = status == 503
+                    if status in (429, 503):
+                        self.inflight.overloaded()
+            # A server that is down or loading gets unavailable_wait seconds of retries that
+            # do not use up ``retries`` (after that they count); every other failure counts.
+            now = time.monotonic()
+            if unavailable:
+                unavailable_since = now if unavailable_since is None else unavailable_since
+            within = unavailable and now - (unavailable_since or now) < config.unavailable_wait
+            if not within:
+                counted += 1
+            if counted > config.retries:
                 raise CallFailed(f"judge call failed after {attempts} attempt(s): {reason}",
                                  attempts=attempts, status=status)
-            delay = self._backoff(attempts, wait)
-            log.info("%s: %s; retry %d/%d in %.2f s", self.label, reason, attempts,
+            delay = self._backoff(attempts if within else counted, wait)
+            log.info("%s: %s; retry %d/%d in %.2f s", self.label, reason, counted,
                      config.retries, delay)
             self.retries += 1
             await asyncio.sleep(delay)

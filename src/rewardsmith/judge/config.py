@@ -107,7 +107,9 @@ class JudgeConfig(BaseModel):
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
     limit_scope: LimitScope = "auto"
-    timeout: float = Field(default=30.0, gt=0)
+    timeout: float = Field(default=30.0, gt=0)  # the generation: from sending to the reply
+    connect_timeout: float = Field(default=10.0, gt=0)  # reaching the server
+    unavailable_wait: float = Field(default=120.0, ge=0)  # 503s and refused connections
     retries: int = Field(default=4, ge=0, le=100)
     retry_backoff: float = Field(default=0.5, ge=0)
     max_retry_wait: float = Field(default=60.0, gt=0)
@@ -176,7 +178,8 @@ class JudgeConfig(BaseModel):
 
     @model_validator(mode="after")
     def _finite_prices(self) -> JudgeConfig:
-        for name in ("price_per_million_input", "price_per_million_output", "timeout"):
+        for name in ("price_per_million_input", "price_per_million_output", "timeout",
+                     "connect_timeout", "unavailable_wait"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite")
         return self
