@@ -111,6 +111,7 @@ class JudgeConfig(BaseModel):
     connect_timeout: float = Field(default=10.0, gt=0)  # reaching the server
     unavailable_wait: float = Field(default=120.0, ge=0)  # 503s and refused connections
     retries: int = Field(default=4, ge=0, le=100)
+    retry_failed: int = Field(default=2, ge=0, le=100)  # later runs that re-ask a failed grade
     retry_backoff: float = Field(default=0.5, ge=0)
     max_retry_wait: float = Field(default=60.0, gt=0)
     price_per_million_input: float = Field(default=0.0, ge=0)

@@ -360,12 +360,20 @@ class Judge:
                     return
                 claim = await run.ledger.claim(list(keys.values()), run.owner,
                                                {keys[c]: c for c in criteria}, self.config.model,
-                                               refresh_before=self.refresh_before)
+                                               refresh_before=self.refresh_before,
+                                               retry_failed=self.config.retry_failed)
                 for c in criteria:
                     record = claim.done.get(keys[c])
                     if record is not None and record.value is not None:
                         run.usage.replayed += 1
                         entry.wanted[c].resolve(ComponentResult(record.value))
+                    failed = claim.failed.get(keys[c])
+                    if failed is not None:
+                        run.usage.failed_replayed += 1
+                        entry.wanted[c].resolve(ComponentResult.failed(
+                            Status.ERROR, f"{failed.error or 'judge call failed'} (recorded: "
+                            f"failed {failed.failures} times, not asked again; --refresh "
+                            f"asks again)"))
                 mine = [c for c in criteria if keys[c] in claim.mine]
                 theirs = [c for c in criteria if keys[c] in claim.theirs]
                 if mine:

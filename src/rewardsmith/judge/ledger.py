@@ -4,7 +4,9 @@ Tables (all prefixed ``judge_``; the file may hold other tables, which are left 
 
 - ``judge_records``: one row per graded criterion key. ``state`` is ``claimed`` (a process is
   calling for it: ``owner``, ``owner_host``, ``owner_pid``, ``lease_until``), ``ok`` (``value``)
-  or ``failed`` (``error``; tried again by the next run, never replayed as a grade).
+  or ``failed`` (``error``, and ``failures``: how many calls for it failed; asked again by a
+  later run while ``failures`` is at most the judge's ``retry_failed``, then replayed as the
+  error; never replayed as a grade).
 - ``judge_calls``: one row per call made, successful or not, with the raw reply, tokens and
   cost, written in the same transaction as the records it settles.
 - ``judge_history``: grades replaced by a refresh (``Judge.refresh``, ``--refresh``), kept
@@ -36,7 +38,10 @@ from ..sqlite_setup import connect, ensure_schema
 
 __all__ = ["CallRecord", "Claim", "Ledger", "Owner", "Record", "pid_alive"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 1 had no failure count: its failed grades count as failed once.
+_MIGRATIONS = {1: ["ALTER TABLE judge_records ADD COLUMN failures INTEGER NOT NULL DEFAULT 0",
+                   "UPDATE judge_records SET failures = 1 WHERE state = 'failed'"]}
 LEASE_SECONDS = 60.0
 _CHUNK = 500  # keys per IN (...) query, well under SQLite's variable limit
 T = TypeVar("T")
@@ -55,7 +60,8 @@ CREATE TABLE IF NOT EXISTS judge_records (
     owner_host TEXT,
     owner_pid INTEGER,
     lease_until REAL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    failures INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS judge_records_owner ON judge_records (owner) WHERE owner IS NOT NULL;
 CREATE TABLE IF NOT EXISTS judge_calls (
@@ -123,6 +129,7 @@ class Record:
     lease_until: float | None = None
     updated_at: float | None = None
     call_id: str | None = None
+    failures: int = 0
 
 
 @dataclass
@@ -132,6 +139,7 @@ class Claim:
     mine: list[str] = field(default_factory=list)
     theirs: list[str] = field(default_factory=list)
     done: dict[str, Record] = field(default_factory=dict)  # settled meanwhile (ok)
+    failed: dict[str, Record] = field(default_factory=dict)  # failed too often: not asked
 
 
 @dataclass
@@ -212,7 +220,7 @@ class Ledger:
         conn = connect(self.path, what="judge store", timeout=30.0)
         try:
             ensure_schema(conn, what="judge store", path=self.path, prefix="judge",
-                          script=_SCHEMA, version=SCHEMA_VERSION)
+                          script=_SCHEMA, version=SCHEMA_VERSION, migrations=_MIGRATIONS)
         except BaseException:
             conn.close()
             raise
@@ -227,8 +235,7 @@ class Ledger:
         if self._conn is not None:
             try:
                 if owner is not None:
-                    self._conn.execute("DELETE FROM judge_records WHERE owner = ? AND "
-                                       "state = 'claimed'", (owner.token,))
+                    _let_go(self._conn, owner, "")
             except sqlite3.Error:
                 pass  # a claim left behind is taken over when its lease runs out
             self._conn.close()
@@ -289,7 +296,8 @@ class Ledger:
             marks = ",".join("?" * len(chunk))
             for row in db.execute(
                 "SELECT key, state, value, error, owner, owner_host, owner_pid, lease_until, "
-                f"updated_at, call_id FROM judge_records WHERE key IN ({marks})", tuple(chunk)):
+                f"updated_at, call_id, failures FROM judge_records WHERE key IN ({marks})",
+                tuple(chunk)):
                 found[row[0]] = Record(*row)
         return found
 
@@ -305,12 +313,15 @@ class Ledger:
     # ------------------------------------------------------------------ writing
 
     async def claim(self, keys: Sequence[str], owner: Owner, criteria: Mapping[str, str],
-                    model: str, *, refresh_before: float | None = None) -> Claim:
+                    model: str, *, refresh_before: float | None = None,
+                    retry_failed: int | None = None) -> Claim:
         """Claim every key that has no grade and no live claim; report the rest. With
-        ``refresh_before``, grades recorded before that time are claimed too (to be asked
-        again), and moved to ``judge_history``."""
+        ``refresh_before``, grades (and failures) recorded before that time are claimed too
+        (to be asked again), and old grades moved to ``judge_history``. With
+        ``retry_failed``, a key whose calls failed more often than that is not claimed but
+        reported in ``failed``."""
         return await self._write(functools.partial(self._claim, keys, owner, criteria, model,
-                                                   refresh_before))
+                                                   refresh_before, retry_failed))
 
     async def finish(self, call: CallRecord, outcomes: Mapping[str, float | str],
                      criteria: Mapping[str, str]) -> None:
@@ -371,7 +382,8 @@ class Ledger:
         return outcomes
 
     def _claim(self, keys: Sequence[str], owner: Owner, criteria: Mapping[str, str],
-               model: str, refresh_before: float | None, db: sqlite3.Connection) -> Claim:
+               model: str, refresh_before: float | None, retry_failed: int | None,
+               db: sqlite3.Connection) -> Claim:
         claim = Claim()
         now = time.time()
         current = self._select(db, keys)
@@ -383,6 +395,9 @@ class Ledger:
                      and (record.updated_at or 0.0) < refresh_before)
             if record is not None and record.state == "ok" and not stale:
                 claim.done[key] = record
+            elif (record is not None and record.state == "failed" and not stale
+                  and retry_failed is not None and record.failures > retry_failed):
+                claim.failed[key] = record
             elif (record is not None and record.state == "claimed"
                   and record.owner != owner.token and not self.is_stale(record, owner, now)):
                 claim.theirs.append(key)
@@ -395,10 +410,16 @@ class Ledger:
                              owner.pid, now + self.lease, now))
         db.executemany("INSERT INTO judge_history (key, value, call_id, graded_at, replaced_at) "
                        "VALUES (?, ?, ?, ?, ?)", replaced)
+        # A claim keeps the count of earlier failures (the next failure adds to it).
         db.executemany(
-            "INSERT OR REPLACE INTO judge_records (key, state, criterion, model, owner, "
+            "INSERT INTO judge_records (key, state, criterion, model, owner, "
             "owner_host, owner_pid, lease_until, updated_at) "
-            "VALUES (?, 'claimed', ?, ?, ?, ?, ?, ?, ?)", rows)
+            "VALUES (?, 'claimed', ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET state = 'claimed', value = NULL, "
+            "criterion = excluded.criterion, model = excluded.model, "
+            "owner = excluded.owner, owner_host = excluded.owner_host, "
+            "owner_pid = excluded.owner_pid, lease_until = excluded.lease_until, "
+            "updated_at = excluded.updated_at", rows)
         return claim
 
     def _finish(self, call: CallRecord, outcomes: Mapping[str, float | str],
@@ -421,10 +442,11 @@ class Ledger:
         # A failure never overwrites a grade another process recorded for the same key.
         db.executemany(
             "INSERT INTO judge_records (key, state, error, call_id, criterion, model, "
-            "updated_at) VALUES (?, 'failed', ?, ?, ?, ?, ?) "
+            "updated_at, failures) VALUES (?, 'failed', ?, ?, ?, ?, ?, 1) "
             "ON CONFLICT (key) DO UPDATE SET state = 'failed', error = excluded.error, "
             "call_id = excluded.call_id, value = NULL, owner = NULL, owner_host = NULL, "
-            "owner_pid = NULL, lease_until = NULL, updated_at = excluded.updated_at "
+            "owner_pid = NULL, lease_until = NULL, updated_at = excluded.updated_at, "
+            "failures = judge_records.failures + 1 "
             "WHERE judge_records.state != 'ok'", failed)
 
     def release(self, keys: Sequence[str], owner: Owner) -> None:
@@ -432,9 +454,7 @@ class Ledger:
         db = self._db()
         try:
             for chunk in _chunks(keys):
-                marks = ",".join("?" * len(chunk))
-                db.execute(f"DELETE FROM judge_records WHERE owner = ? AND state = 'claimed' "
-                           f"AND key IN ({marks})", (owner.token, *chunk))
+                _let_go(db, owner, f" AND key IN ({','.join('?' * len(chunk))})", chunk)
         except sqlite3.Error as exc:
             raise StoreError(f"judge store {self.path!r}: cannot release claims: {exc}") from None
 
@@ -445,6 +465,17 @@ class Ledger:
                                "state = 'claimed'", (time.time() + self.lease, owner.token))
         except sqlite3.Error:
             pass  # the next renewal tries again; a lapse only lets another process take over
+
+
+def _let_go(db: sqlite3.Connection, owner: Owner, where: str,
+            keys: Sequence[str] = ()) -> None:
+    """Give back this owner's claims (those ``where`` selects): a key that had failed before
+    goes back to failed, with its count and error; any other is forgotten."""
+    db.execute("UPDATE judge_records SET state = 'failed', owner = NULL, owner_host = NULL, "
+               "owner_pid = NULL, lease_until = NULL WHERE owner = ? AND state = 'claimed' "
+               f"AND failures > 0{where}", (owner.token, *keys))
+    db.execute(f"DELETE FROM judge_records WHERE owner = ? AND state = 'claimed'{where}",
+               (owner.token, *keys))
 
 
 def _settle(future: asyncio.Future[Any], outcome: Any) -> None:

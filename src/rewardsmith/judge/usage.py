@@ -17,7 +17,9 @@ class Usage:
     ``failed``: calls that gave no usable grade for at least one criterion; ``retries``: extra
     HTTP attempts; ``replayed``: grades read from the store instead of calling; ``shared``:
     grades another process's call produced while this run waited for it; ``unscored``: grades
-    not asked for because the budget was spent; ``budget_exhausted``: 1 when that happened.
+    not asked for because the budget was spent; ``budget_exhausted``: 1 when that happened;
+    ``failed_replayed``: grades whose calls had failed more than ``retry_failed`` times, given
+    their recorded error instead of a new call.
     """
 
     calls: int = 0
@@ -30,6 +32,7 @@ class Usage:
     tokens_out: int = 0
     cost: float = 0.0
     budget_exhausted: int = 0
+    failed_replayed: int = 0
 
     def charge(self, config: JudgeConfig, tokens_in: int, tokens_out: int) -> float:
         cost = (tokens_in * config.price_per_million_input
