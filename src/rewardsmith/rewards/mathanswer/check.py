@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,14 @@ _LETTER = re.compile(r"\s*\(?([A-J])\)?\s*")
 _OPTION = re.compile(r"\s*\(?([A-J])[.):]\s+\S")
 _INTEGER = re.compile(r"\s*\$?\s*([+-]?)0*(\d+)\s*\$?\s*")
 _SPACE = re.compile(r"\s+")
+_OTHER_DIGIT = re.compile(r"(?![0-9])\d")  # Arabic-Indic ٣, Devanagari ३, fullwidth ３...
+
+
+def ascii_digits(text: str) -> str:
+    """``الجواب: ٩٢`` as ``الجواب: 92``: the decimal digits of every script as 0-9."""
+    if text.isascii():
+        return text
+    return _OTHER_DIGIT.sub(lambda m: str(unicodedata.digit(m.group(0))), text)
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,7 @@ def _reference_strings(reference: Any) -> list[str]:
                 continue
             out.append(repr(ref))
         elif isinstance(ref, (int, str)):
-            text = reference_text(str(ref))
+            text = reference_text(ascii_digits(str(ref)))
             if text:
                 out.append(text)
         else:
@@ -71,7 +80,8 @@ def check(completion: str, reference: Any, *, boxed_only: bool = False,
     refs = _reference_strings(reference)
     if not refs:
         return Verdict(False, ERROR, None, f"unparseable reference: missing or empty ({reference!r})")
-    found = extract_answer(completion, boxed_only=boxed_only)
+    found = extract_answer(ascii_digits(completion) if isinstance(completion, str) else completion,
+                           boxed_only=boxed_only)
     if found is None:
         reason = "no \\boxed{} answer" if boxed_only else "no answer found"
         return Verdict(False, OK, None, reason)

@@ -1,8 +1,9 @@
 """Finding the final answer in a completion, and the answer in a reference label.
 
 Order: the boxes (``\\boxed{}`` / ``\\fbox{}``) of the last paragraph that has any, then
-"final answer is ...", "Answer: ...", "#### ...", and else the last math expression in the
-text. Every step is linear in the text's length.
+"final answer is ...", "Answer: ..." (and its words in other languages, see ``cues``), "####
+...", a conclusion ("所以 ...", "donc ...") in the last sentence with a number, and else the
+last math expression in the text. Every step is linear in the text's length.
 """
 
 from __future__ import annotations
@@ -12,6 +13,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..extract import after_last_marker, all_boxed, last_boxed
+from .cues import (
+    ANSWER_CUE,
+    CONCLUSION_CUE,
+    LEADING_MARKS,
+    SCRIPT_LETTER,
+    SENTENCE_END,
+    stated_first,
+)
 from .latex import undouble
 
 __all__ = ["Extraction", "extract_answer", "reference_text"]
@@ -22,11 +31,10 @@ class Extraction:
     """The final answer(s) found and where. Several answers: different boxes at the end."""
 
     answers: tuple[str, ...]
-    source: str  # boxed | final answer | answer | #### | last expression | whole text
+    source: str  # boxed | final answer | answer | #### | conclusion | last expression | whole text
 
 
 _FINAL = re.compile(r"final\s+answer\s*(?:is|:|=)?\s*:?", re.IGNORECASE)
-_ANSWER = re.compile(r"\banswer\s*(?:is|:|=)\s*:?", re.IGNORECASE)
 # Inline math ($...$, \\(...\\)) stays on one line; an escaped \\$ inside it is a dollar sign.
 _MATH = re.compile(
     r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$((?:[^$\n\\]|\\[^\n])+?)\$"
@@ -37,7 +45,11 @@ _DOLLAR_SPAN = re.compile(r"(?<!\\)\$[^$]*(?<!\\)\$|\\\(.*?\\\)", re.DOTALL)
 _JOINER = re.compile(r"\s*(?:,\s*and|,\s*or|,|and|or)\s*")
 _SEPARATOR_IN_GAP = re.compile(r"[,;&]|\b(?:and|or)\b")
 _LETTER = re.compile(r"[A-Za-z]")
-_SENTENCE_END = re.compile(r"\.(?:\s|$)|\s+(?:I hope|which|so|because|since)\b")
+# LaTeX that is one value even outside $...$: "(\\frac{2}{5}) 吨", "\\sqrt{3} cm".
+_LATEX_VALUE = re.compile(
+    r"-?\d*\s*\\[dtc]?frac\s*(?:\{[^{}]*\}|\d)\s*(?:\{[^{}]*\}|\d)"
+    r"|-?\d*\s*\\sqrt\s*(?:\[[^\]]*\])?\s*(?:\{[^{}]*\}|\d)")
+_DIGIT = re.compile(r"\d")
 _SHORT = 100
 _BOX_START = re.compile(r"\\(?:boxed|fbox)\s*(?=\{)")
 _OPEN_BOX = re.compile(r"^\s*\$*\s*\\(?:boxed|fbox)\s*\{")
@@ -75,7 +87,7 @@ def _unbox(box: str) -> str:
 
 def _tail(text: str) -> str | None:
     """The answer right after a marker: a math segment, else the rest of the sentence."""
-    text = text.lstrip(" \t*:")
+    text = text.lstrip(LEADING_MARKS)
     if text.startswith("\n"):
         text = text.strip()
     line = text.split("\n", 1)[0].strip()
@@ -88,7 +100,7 @@ def _tail(text: str) -> str | None:
             parts.append(next(g for g in following.groups() if g is not None).strip())
             segment = following
         return ", ".join(parts)
-    line = _SENTENCE_END.split(line, maxsplit=1)[0]
+    line = SENTENCE_END.split(line, maxsplit=1)[0]
     line = line.strip().strip("*").strip()
     if _is_prose(line):
         return _in_sentence(line) or line
@@ -103,19 +115,53 @@ def _last(matches: Iterator[re.Match[str]]) -> re.Match[str] | None:
 
 
 def _is_prose(text: str) -> bool:
-    """Words that are not math (``\\text{}`` units aside) next to digits: a sentence."""
-    words = _WORD.findall(_TEXT_GROUP.sub(" ", text))
-    return any(w.lower() not in _MATH_WORDS for w in words) and any(c.isdigit() for c in text)
+    """Words that are not math (``\\text{}`` units aside) next to digits: a sentence. A
+    letter of another script (``个``, ``é``, ``ر``) is a word."""
+    if not any(c.isdigit() for c in text):
+        return False
+    outside = _TEXT_GROUP.sub(" ", text)
+    words = _WORD.findall(outside)
+    return any(w.lower() not in _MATH_WORDS for w in words) or bool(
+        SCRIPT_LETTER.search(outside))
+
+
+def _blank(match: re.Match[str]) -> str:
+    return " " * len(match.group(0))
 
 
 def _in_sentence(text: str) -> str | None:
     """The one value a sentence states: "The largest $n$ is 34." gives 34 (a bare name such
-    as $n$ or $f(x)$ is not a value). None when it states none or several ("3, not 4")."""
-    found = [next(g for g in m.groups() if g is not None).strip() for m in _MATH.finditer(text)]
-    outside = _DOLLAR_SPAN.sub(lambda m: " " * len(m.group(0)), text)
-    found += [m.group(0).strip() for m in _PLAIN.finditer(outside)]
-    values = [f for f in found if any(c.isdigit() or c == "\\" for c in f)]
-    return values[0] if len(values) == 1 else None
+    as $n$ or $f(x)$ is not a value). Of several values, the first when it is a quantity stated
+    alone ("12 个苹果，比原来多 3 个" gives 12, see ``cues.stated_first``); else None ("3, not 4")."""
+    found = [(m.start(), m.end(), next(g for g in m.groups() if g is not None).strip())
+             for m in _MATH.finditer(text)]
+    outside = _DOLLAR_SPAN.sub(_blank, text)
+    found += [(m.start(), m.end(), m.group(0).strip()) for m in _LATEX_VALUE.finditer(outside)]
+    outside = _LATEX_VALUE.sub(_blank, outside)
+    found += [(m.start(), m.end(), m.group(0).strip()) for m in _PLAIN.finditer(outside)]
+    values = sorted(f for f in found if any(c.isdigit() or c == "\\" for c in f[2]))
+    if len(values) == 1:
+        return values[0][2]
+    if values and stated_first(text, [(start, end) for start, end, _ in values]):
+        return values[0][2]
+    return None
+
+
+def _conclusion(text: str) -> str | None:
+    """The value a conclusion word ("所以", "donc", "therefore") states, when it opens the
+    last sentence that holds a number: reasoning says "so" at every step, only the last counts."""
+    found = _last(CONCLUSION_CUE.finditer(text))
+    if found is None:
+        return None
+    rest = text[found.end():].lstrip(LEADING_MARKS)
+    end = SENTENCE_END.search(rest)
+    sentence, after = (rest[:end.start()], rest[end.end():]) if end else (rest, "")
+    if _DIGIT.search(after) or "\n\n" in sentence:
+        return None
+    sentence = sentence.strip().strip("*").strip()
+    if not _is_prose(sentence):
+        return None  # bare math after "so" is what the last expression reads anyway
+    return _in_sentence(sentence)
 
 
 def _last_expression(text: str, *, whole: bool = True) -> tuple[str, str] | None:
@@ -126,6 +172,9 @@ def _last_expression(text: str, *, whole: bool = True) -> tuple[str, str] | None
     best: tuple[int, str] | None = None
     for match in _MATH.finditer(text):
         best = (match.end(), next(g for g in match.groups() if g is not None))
+    if best is not None and _is_prose(best[1]):
+        # Prose inside $...$ ("$? just about 1$"): the one value it states.
+        best = (best[0], _in_sentence(best[1]) or best[1])
     # Numbers inside $...$ that is not math (it spans lines) are not answers.
     outside = _DOLLAR_SPAN.sub(lambda m: " " * len(m.group(0)), text) if (
         "$" in text or "\\(" in text) else text
@@ -143,7 +192,7 @@ def extract_answer(completion: str, *, boxed_only: bool = False) -> Extraction |
     if boxed_only:
         return Extraction(boxes, "boxed") if boxes else None
     last_box = max(completion.rfind("\\boxed"), completion.rfind("\\fbox")) if boxes else -1
-    for pattern, source in ((_FINAL, "final answer"), (_ANSWER, "answer")):
+    for pattern, source in ((_FINAL, "final answer"), (ANSWER_CUE, "answer")):
         found = _last(pattern.finditer(completion))
         if found is not None and found.start() > last_box:
             # A stated answer after the last box (or with no box) is the final word.
@@ -158,6 +207,9 @@ def extract_answer(completion: str, *, boxed_only: bool = False) -> Extraction |
     if tail is not None:
         answer = _tail(tail)
         return Extraction((answer,), "####") if answer else None
+    stated = _conclusion(completion)
+    if stated:
+        return Extraction((stated,), "conclusion")
     last = _last_expression(completion)
     return Extraction((last[0],), last[1]) if last and last[0] else None
 

@@ -40,6 +40,8 @@ _SPACING = re.compile(
     r"|(?<!\\)\\[;: ]|~")
 # A degree sign in any spelling; 90^\circ is the number 90.
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ(?![a-zA-Z])|\\degree(?![a-zA-Z])")
+# Currency signs other than $ mean what $ means: nothing to the value.
+_CURRENCY = re.compile("[€£¥₹₩₽¢]")
 _STRAY_BACKSLASH = re.compile(r"(?<!\\)\\$")  # "185\\": a stray backslash at the end
 _FRAC_ALIASES = re.compile(r"\\[dtc]frac(?![a-zA-Z])")
 _BINOM_ALIASES = re.compile(r"\\[dt]binom(?![a-zA-Z])")
@@ -63,6 +65,7 @@ def clean(text: str) -> str:
         raise ParseError(f"answer longer than {MAX_CHARS} characters")
     text = undouble(_UNICODE_RE.sub(lambda m: _UNICODE[m.group(0)], text))
     text = text.replace("\\$", "").replace("$", "")
+    text = _CURRENCY.sub("", text)
     text = _THOUSANDS.sub(_join_thousands, text)
     text = text.replace("\\,", " ").replace("{,}", ",")
     text = _DEGREES.sub("", text)
