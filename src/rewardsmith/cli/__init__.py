@@ -4,6 +4,7 @@ build the library object, call one method, map errors to a message and an exit s
 from __future__ import annotations
 
 from . import advantages_cmd as _advantages_cmd  # noqa: F401
+from . import check_env_cmd as _check_env_cmd  # noqa: F401
 from . import diff_cmd as _diff_cmd  # noqa: F401
 from . import drift_cmd as _drift_cmd  # noqa: F401
 from . import gate_cmd as _gate_cmd  # noqa: F401

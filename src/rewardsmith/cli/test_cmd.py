@@ -68,6 +68,12 @@ def test_reward(
     no_probes: bool = typer.Option(False, "--no-probes", help="Skip the hack probes."),
     workers: int | None = typer.Option(None, "--workers", "-w", min=1,
                                        help="Worker processes (default 2)."),
+    group_rm: bool = typer.Option(
+        False, "--group-rm", help="Call a slime/Miles custom_rm as slime's --group-rm does: "
+        "custom_rm(args, samples), one reward per sample back."),
+    reward_key: str | None = typer.Option(
+        None, "--reward-key", help="As slime's --reward-key: the custom_rm returns a dict and "
+        "the reward is this key of it."),
     failures_only: bool = typer.Option(False, "--failures-only",
                                        help="Show only the checks that failed."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
@@ -78,6 +84,9 @@ def test_reward(
     """Test a reward before a run: your cases, edge cases and hack probes.
 
     Example: rewardsmith test my_rewards.py:score --cases my_rewards.cases.jsonl
+
+    A slime/Miles reward written as custom_rm(args, sample) is called as slime calls it; add
+    --group-rm and --reward-key KEY as in the trainer's own flags.
     """
     if init is not None:
         if reward is not None:
@@ -100,6 +109,8 @@ def test_reward(
             kinds=kind or None,
             value_range=_parse_range(value_range) if value_range is not None else None,
             workers=workers,
+            group_rm=True if group_rm else None,
+            reward_key=reward_key,
         )
 
     if as_json:

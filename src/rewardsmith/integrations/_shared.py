@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import multiprocessing
 import os
 import threading
 import warnings
@@ -158,7 +159,7 @@ class _EngineCache:
         with self._lock:
             found = self._engines.get(key)
             if found is None:
-                found = Engine(rubric, workers=_workers_from_env())
+                found = Engine(rubric, workers=_workers_here())
                 self._engines[key] = found
             return found
 
@@ -173,6 +174,18 @@ class _EngineCache:
             engines = [self._engines.pop(k) for k in mine]
         for engine in engines:
             engine.close()
+
+
+def _workers_here() -> int | None:
+    """Worker processes for an engine started in this process.
+
+    Inside a daemon process (another engine's worker: ``rewardsmith test`` or ``score`` calling
+    an adapter as a reward) no process can be started, and the outer worker already holds the
+    call to its hard timeout, so the adapter scores in-process there.
+    """
+    if multiprocessing.current_process().daemon:
+        return 0
+    return _workers_from_env()
 
 
 def _workers_from_env() -> int | None:

@@ -39,6 +39,7 @@ from .kinds import DETECTABLE_KINDS, KIND_NAMES, Kind, make_kind, pad_settings
 from .probes import probe_checks
 from .profiles import default_params, finite_range, rubric_profile, signature_defaults
 from .report import TestReport
+from .slime_forms import slime_call
 
 __all__ = ["run_reward_tests", "load_reward_for_test"]
 
@@ -46,9 +47,13 @@ RewardSpec = str | Path | Callable[..., Any] | Rubric
 
 
 def load_reward_for_test(reward: RewardSpec, params: Mapping[str, Any] | None = None,
-                         timeout: float | None = None) -> Rubric:
+                         timeout: float | None = None, *, group_rm: bool | None = None,
+                         reward_key: str | None = None) -> Rubric:
     """The rubric a run would build for ``reward``: a built-in name, an import path, a rubric
-    file (.yaml/.yml), a function or a ``Rubric``. Raises ``LoadError``/``RubricError``."""
+    file (.yaml/.yml), a function or a ``Rubric``. Raises ``LoadError``/``RubricError``.
+
+    A function written as slime's ``custom_rm(args, sample)`` (or ``samples``), or any import
+    path with ``group_rm``/``reward_key`` set, is called as slime calls it (``slime_forms``)."""
     if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
         raise ConfigError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if isinstance(reward, Path):
@@ -58,6 +63,15 @@ def load_reward_for_test(reward: RewardSpec, params: Mapping[str, Any] | None = 
         if params:
             raise ConfigError("params go with a single reward; put them in the rubric file")
         rubric = reward if isinstance(reward, Rubric) else Rubric.from_yaml(reward.strip())
+    elif isinstance(reward, str) and get_builtin(reward.strip()) is None and (
+            call := slime_call(reward.strip(), group_rm=group_rm, reward_key=reward_key)):
+        if params:
+            raise ConfigError("a slime custom_rm takes no params: slime calls it with "
+                              "(args, sample) only")
+        rubric = Rubric.single(call, timeout=timeout, name=reward.strip())
+    elif group_rm or reward_key is not None:
+        raise ConfigError("--group-rm and --reward-key test a slime custom_rm given by its "
+                          "import path (module:func or path/file.py:func)")
     else:
         merged = dict(params or {})
         if isinstance(reward, str) and get_builtin(reward.strip()) is not None:
@@ -153,19 +167,24 @@ def run_reward_tests(
     kinds: Sequence[str] | None = None,
     value_range: tuple[float, float] | None = None,
     workers: int | None = None,
+    group_rm: bool | None = None,
+    reward_key: str | None = None,
 ) -> TestReport:
     """Test ``reward`` on ``cases`` (a JSONL path or ``Case`` list), edge cases and hack probes.
 
     ``kinds`` names what the reward grades (see ``KIND_NAMES``; ``["auto"]`` to detect,
     ``["none"]`` for no probes); by default built-ins use their declared kinds and other rewards
     are detected. ``value_range`` is the allowed (low, high); by default a built-in's own range,
-    else the span of the cases' expected values, else any finite number. Load errors raise
+    else the span of the cases' expected values, else any finite number. ``group_rm`` and
+    ``reward_key`` call a slime/Miles ``custom_rm`` as slime does with ``--group-rm`` and
+    ``--reward-key`` (``slime_forms``). Load errors raise
     (``LoadError``, ``RubricError``, ``InputError`` for a bad cases file); a reward's failures
     never do: they are rows of the report.
     """
     started = time.perf_counter()
     case_list = list(load_cases(cases) if isinstance(cases, (str, Path)) else (cases or []))
-    rubric = load_reward_for_test(reward, params, timeout)
+    rubric = load_reward_for_test(reward, params, timeout, group_rm=group_rm,
+                                  reward_key=reward_key)
     if value_range is not None and not (value_range[0] <= value_range[1]):
         raise ConfigError(f"the range {value_range!r} is empty: low must be <= high")
     declared_range = value_range or rubric_profile(rubric).value_range or cases_range(case_list)
