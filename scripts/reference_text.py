@@ -44,6 +44,9 @@ RUBRIC_KEYS: dict[tuple[str, str], str] = {
     "(`reward`, else `score`); other numeric keys are kept as metrics.",
     ("component", "group"): "`true` for a group reward (one call per group, one value per "
     "rollout) that is not decorated with `@group_reward`.",
+    ("component", "version"): "Any text or number: a new value gives the component a new "
+    "identity, so no stored result is reused (for a change its code fingerprint cannot see). "
+    "A judge component takes it too.",
     # a component with judge:
     ("judge_component", "judge"): "The judge's settings (the `judge:` section below).",
     ("judge_component", "weight"): "Weight of each criterion's component, unless `weights` "
@@ -194,6 +197,9 @@ BUILTIN_PARAMS: dict[tuple[str, str], str] = {
     "on the host, only for code you trust.",
     ("code", "script_tests"): "Allow JavaScript `test`/`asserts` scripts, which run in the "
     "program's own process where a program could forge a pass.",
+    ("code", "problem_limits"): "Use the time and memory limits a problem carries (CodeContests' "
+    "`time_limit`, `memory_limit_bytes`) in place of `time_limit` / `memory_limit`; `false` "
+    "ignores them.",
     ("ifeval", "loose"): "Also accept a response after IFEval's loose relaxations: its first "
     "line, last line or both dropped, and asterisks removed.",
     ("ifeval", "mode"): "`fraction`: the share of instructions followed; `all`: 1.0 only when "

@@ -11,7 +11,6 @@ import difflib
 import hashlib
 import importlib
 import importlib.util
-import inspect
 import os
 import sys
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from .code_identity import code_identity
 from .errors import LoadError
 
 ParamsCheck = Callable[[Any], None]
@@ -212,28 +212,6 @@ def _callable_name(func: Callable[..., Any]) -> str:
 
 
 def source_identity(func: Callable[..., Any]) -> str:
-    """A hash of the code behind ``func``: its module's source, or its bytecode as a fallback.
-
-    The whole defining module is hashed, not just the function, so a change to a helper the
-    reward calls also changes its identity (a stored result is never reused across code edits).
-    """
-    digest = hashlib.blake2b(digest_size=12)
-    parts = getattr(func, "__rewardsmith_source_parts__", None) or (func,)
-    for part in parts:
-        target = inspect.unwrap(part)
-        digest.update(_callable_name(target).encode())
-        module = inspect.getmodule(target)
-        source = None
-        if module is not None:
-            try:
-                source = inspect.getsource(module)
-            except (OSError, TypeError):
-                source = None
-        if source is None:
-            try:
-                source = inspect.getsource(target)
-            except (OSError, TypeError):
-                code = getattr(target, "__code__", None)
-                source = repr((code.co_code, code.co_consts)) if code is not None else repr(target)
-        digest.update(source.encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
+    """A hash of all the code behind ``func``: its module and the modules it imports (see
+    ``code_identity``), so a change to a helper the reward calls also changes its identity."""
+    return code_identity(func).digest

@@ -19,7 +19,7 @@ from .rubric import Rubric
 from .store import ContentCache, Store, group_result_keys
 from .summary import RunSummary, SummaryBuilder
 from .tabular import read_records, read_rollouts_any, read_scores_any
-from .types import ComponentResult, Rollout, Score, Status, key_of_content
+from .types import ComponentResult, Rollout, Score, Status, content_hash, key_of_content
 
 __all__ = [
     "ImportResult",
@@ -34,12 +34,22 @@ __all__ = [
 
 
 def component_records(rubric: Rubric) -> list[dict[str, Any]]:
-    """How a run describes its rubric's components in the store."""
-    return [
-        {"name": c.name, "identity": c.identity(), "spec": c.spec, "weight": c.weight,
-         "group": c.group, "requires": c.requires}
-        for c in rubric.components
-    ]
+    """How a run describes its rubric's components in the store: with what makes each one's
+    identity (its code files, each param's hash, timeout, version), so that a later rescore
+    can say what changed."""
+    records = []
+    for c in rubric.components:
+        record: dict[str, Any] = {
+            "name": c.name, "identity": c.identity(), "spec": c.spec, "weight": c.weight,
+            "group": c.group, "requires": c.requires}
+        code = c.code()
+        if code is not None:
+            record.update({
+                "code": code.record(),
+                "params": {str(k): content_hash(v, length=12) for k, v in c.params.items()},
+                "timeout": c.timeout, "reward_key": c.reward_key, "version": c.version})
+        records.append(record)
+    return records
 
 
 def group_positions(groups: Sequence[str]) -> list[list[int]]:

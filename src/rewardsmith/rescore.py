@@ -32,6 +32,7 @@ from .recording import (
     group_positions,
     summarize,
 )
+from .reuse_reasons import reuse_reason
 from .rubric import Component, Rubric
 from .store import Members, Store, StoredCell, group_result_keys
 from .summary import RunSummary
@@ -56,6 +57,7 @@ class ComponentPlan:
     compute: int
     judge_calls: int = 0
     estimated_cost: float | None = None
+    reason: str = ""  # why results are or are not reused (what changed since the run)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -150,7 +152,8 @@ def rescore(
         groups = group_positions(members.groups)
         columns = _stored_columns(store, rubric, source.id, members, groups)
         todo = _groups_to_score(rubric, columns, groups, members)
-        plan = _plan(store, rubric, source.id, members, groups, columns, todo)
+        plan = _plan(store, rubric, source.id, members, groups, columns, todo,
+                     source.components)
     if dry_run:
         return RescoreResult(plan, None, seconds=time.perf_counter() - started, dry_run=True)
 
@@ -229,7 +232,8 @@ def _groups_to_score(rubric: Rubric, columns: Mapping[str, list[Cell]],
 
 
 def _plan(store: Store, rubric: Rubric, run_id: str, members: Members, groups: list[list[int]],
-          columns: Mapping[str, list[Cell]], todo: list[int]) -> RescorePlan:
+          columns: Mapping[str, list[Cell]], todo: list[int],
+          recorded: Sequence[Mapping[str, Any]]) -> RescorePlan:
     in_todo = [p for i in todo for p in groups[i]]
     rows = []
     judge_missing: dict[str, tuple[Component, set[int]]] = {}
@@ -242,7 +246,9 @@ def _plan(store: Store, rubric: Rubric, run_id: str, members: Members, groups: l
             missing = [p for p, cell in enumerate(column) if cell is None]
             compute = len(missing)
         row = ComponentPlan(component.name, component.identity(), _kind(component),
-                            len(column) - compute, compute)
+                            len(column) - compute, compute,
+                            reason=reuse_reason(component, recorded, compute=compute,
+                                                run_id=run_id))
         if component.evaluator is not None and missing:
             row.judge_calls = compute
             row.estimated_cost = _estimate(component, store, run_id, missing)[1]

@@ -23,9 +23,10 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .calling import is_async_reward, is_group_reward, make_binder, make_group_binder
+from .code_identity import CodeIdentity, code_identity
 from .errors import ConfigError, LoadError, RubricError
 from .formula import Formula, formula_name_for, formula_name_problem
-from .loading import load_reward, source_identity
+from .loading import load_reward
 from .quantize import check_step, quantize
 from .types import ComponentResult, Rollout, Status, content_hash
 
@@ -82,12 +83,15 @@ class Component:
     group: bool = False
     evaluator: Evaluator | None = None
     memory_limit: float | None = None  # MB; None: the rubric's
+    # Any text: a new one forces a new identity (stored results are not reused).
+    version: str | None = None
     # Filled by ``resolve``:
     func: Callable[..., Any] | None = field(default=None, repr=False)
     is_async: bool = False
     bounded: bool = False
     spec: str = ""
     _identity: str = field(default="", repr=False)
+    _code: CodeIdentity | None = field(default=None, repr=False, compare=False)
     # On a resolved copy: the component as it was given, before anything was filled in.
     _declared: Component | None = field(default=None, repr=False, compare=False)
 
@@ -107,13 +111,14 @@ class Component:
     def _declaration(self) -> Component:
         """A copy of what the user set, with nothing resolved (params copied, not shared)."""
         return dataclasses.replace(self, params=dict(self.params), func=None, is_async=False,
-                                   bounded=False, spec="", _identity="", _declared=None)
+                                   bounded=False, spec="", _identity="", _code=None,
+                                   _declared=None)
 
     def _fill(self, default_timeout: float, folder: str | Path | None) -> None:
         if self.evaluator is not None:
             self.is_async = True
             self.spec = f"evaluator:{type(self.evaluator).__name__}"
-            self._identity = content_hash("evaluator", self.evaluator.identity(), length=24)
+            self._identity = self._evaluator_identity()
             return
         if self.reward is None:
             raise RubricError(f"component {self.name!r}: needs 'reward' (or 'judge')")
@@ -139,23 +144,38 @@ class Component:
             raise RubricError(str(exc)) from exc
         except (ValueError, TypeError) as exc:
             raise RubricError(f"{what}: {exc}") from exc
+        self._code = code_identity(loaded.func)
         self._identity = content_hash(
-            source_identity(loaded.func), self.params, self.timeout, self.reward_key, self.group,
-            length=24,
+            self._code.digest, self.params, self.timeout, self.reward_key, self.group,
+            *self._version_part(), length=24,
         )
+
+    def _version_part(self) -> list[Any]:
+        # Only a version that is set takes part: identities without one stay as they were.
+        return [] if self.version is None else [["version", self.version]]
+
+    def _evaluator_identity(self) -> str:
+        assert self.evaluator is not None
+        return content_hash("evaluator", self.evaluator.identity(), *self._version_part(),
+                            length=24)
 
     def refresh_identity(self) -> None:
         """Recompute an evaluator component's identity after its evaluator's changed (a judge
         told to ask again), so stored results of the old one are not reused."""
         if self.evaluator is not None and self._identity:
-            self._identity = content_hash("evaluator", self.evaluator.identity(), length=24)
+            self._identity = self._evaluator_identity()
 
     def identity(self) -> str:
-        """What determines this component's value for a rollout: code, params, timeout.
+        """What determines this component's value for a rollout: all the code its reward runs
+        (see ``code_identity``), params, timeout, ``version``.
 
         Name, weight and gate are not part of it, so a stored result survives their change.
         """
         return self._identity
+
+    def code(self) -> CodeIdentity | None:
+        """The code behind a resolved reward component (None for an evaluator)."""
+        return self._code
 
 
 ComponentFactory = Callable[[str, Mapping[str, Any], str], list[Component]]
@@ -180,6 +200,7 @@ class _ComponentModel(BaseModel):
     requires: str | None = None
     reward_key: str = "reward"
     group: bool = False
+    version: str | int | float | None = None
 
     @field_validator("weight")
     @classmethod
@@ -463,7 +484,15 @@ def _component_from_config(name: str, config: Any, source: str) -> list[Componen
         if key in config:
             if "reward" in config:
                 raise RubricError(f"{where}: give either 'reward' or {key!r}, not both")
-            return factory(name, config, where)
+            version = config.get("version")
+            if version is not None and not isinstance(version, (str, int, float)) \
+                    or isinstance(version, bool):
+                raise RubricError(f"{where}.version: must be a string or a number, "
+                                  f"got {version!r}")
+            made = factory(name, {k: v for k, v in config.items() if k != "version"}, where)
+            for component in made:
+                component.version = None if version is None else str(version)
+            return made
     if "judge" in config:
         raise RubricError(f"{where}: judge components need the judge support of rewardsmith.judge")
     try:
@@ -476,4 +505,5 @@ def _component_from_config(name: str, config: Any, source: str) -> list[Componen
     return [Component(name, model.reward, weight=model.weight, params=model.params,
                       timeout=model.timeout, memory_limit=model.memory_limit,
                       requires=model.requires,
-                      reward_key=model.reward_key, group=model.group)]
+                      reward_key=model.reward_key, group=model.group,
+                      version=None if model.version is None else str(model.version))]

@@ -49,12 +49,14 @@ def render_plan(plan: RescorePlan, target: Console) -> None:
     table = Table(title=f"rescore of run {plan.source_run}: {plan.rollouts:,} rollouts, "
                   f"{plan.groups_to_score:,} of {plan.groups:,} groups to score",
                   title_justify="left")
-    for column in ("component", "kind", "reused", "compute", "judge calls", "est. cost"):
-        table.add_column(column, justify="left" if column in ("component", "kind") else "right")
+    for column in ("component", "kind", "reused", "compute", "judge calls", "est. cost", "why"):
+        table.add_column(column, justify="left" if column in ("component", "kind", "why")
+                         else "right", overflow="fold")
     for row in plan.components:
         calls = f"{row.judge_calls:,}" if row.kind == "judge" else "-"
         cost = _money(row.estimated_cost) if row.kind == "judge" else "-"
-        table.add_row(row.name, row.kind, f"{row.reused:,}", f"{row.compute:,}", calls, cost)
+        table.add_row(row.name, row.kind, f"{row.reused:,}", f"{row.compute:,}", calls, cost,
+                      row.reason)
     target.print(table)
     if plan.judge_calls:
         target.print(f"judge calls: {plan.judge_calls:,} (est. cost "
@@ -158,19 +160,35 @@ def _render_result(result: RescoreResult, target: Console) -> None:
 def runs_command(
     store: Path = typer.Option(Path(DEFAULT_STORE_PATH), "--store", "-s", help=STORE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    rubric: Path | None = typer.Option(None, "--rubric", "-r", dir_okay=False,
+                                       help="Also say, per component of this rubric, how many "
+                                       "of a run's results it would reuse and why the others "
+                                       "are not (params changed, code changed: which file)."),
+    run: str | None = typer.Option(None, "--run", help="With --rubric: the run to compare "
+                                   "with (an id or unique prefix; default: the latest run)."),
 ) -> None:
     """List the runs recorded in a store, oldest first.
 
-    Example: rewardsmith runs --store run.db
+    Example: rewardsmith runs --store run.db --rubric v2.yaml
     """
     from rich.table import Table
 
     from ..store import Store
 
+    plan = None
     with Store(_existing_store(store), read_only=True) as opened:
         runs = opened.runs()
+        if rubric is not None:
+            from ..rescore import rescore
+            from ..rubric import Rubric
+
+            plan = rescore(opened, Rubric.from_yaml(rubric), run=run, dry_run=True).plan
     if as_json:
-        typer.echo(json.dumps([r.to_dict() for r in runs], indent=2))
+        if plan is None:
+            typer.echo(json.dumps([r.to_dict() for r in runs], indent=2))
+        else:
+            typer.echo(json.dumps({"runs": [r.to_dict() for r in runs],
+                                   "reuse": plan.to_dict()}, indent=2))
         return
     table = Table("run", "kind", "status", "rubric", "rollouts", "started", "source")
     for info in runs:
@@ -178,6 +196,8 @@ def runs_command(
         table.add_row(info.id, info.kind, info.status, f"{info.rubric_name} ({info.rubric_id})",
                       f"{info.size:,}", started, info.source)
     console.print(table)
+    if plan is not None:
+        render_plan(plan, console)
 
 
 @app.command("import-scores")
