@@ -21,7 +21,8 @@ from ...sandbox.jobs import STARTUP_MARGIN
 from .._registry import builtin
 from .compare import decode_typed, outputs_match, values_match
 from .program import extract_program
-from .testspec import CodeTest, parse_tests
+from .reference import with_reference_values
+from .testspec import CodeTest, parse_suite
 
 __all__ = ["code", "CODE_DEFAULT_TIMEOUT"]
 
@@ -66,15 +67,20 @@ def code(
     float_tolerance: float | None = None,
     sandbox: str = "bubblewrap",
     script_tests: bool = False,
+    problem_limits: bool = True,
 ) -> dict[str, float]:
     """Code: the program in the completion passes the answer's tests, run in a sandbox."""
     if language not in LANGUAGES:
         raise ValueError(f"language {language!r} is not supported")
-    tests = parse_tests(answer, language, script_tests=script_tests)
+    suite = parse_suite(answer, language, script_tests=script_tests)
+    if problem_limits:  # the dataset's own limits for this problem (CodeContests)
+        time_limit = min(suite.time_limit, total_time_limit) if suite.time_limit else time_limit
+        memory_limit = suite.memory_mb or memory_limit
+    limits = _limits(time_limit, memory_limit, total_time_limit)
+    tests = with_reference_values(suite, limits, sandbox).tests
     program = extract_program(completion if isinstance(completion, str) else str(completion),
                               language)
-    job = Job(language, program, tuple(t.spec for t in tests),
-              _limits(time_limit, memory_limit, total_time_limit))
+    job = Job(language, program, tuple(t.spec for t in tests), limits)
     result = get_sandbox(sandbox).run(job)
     return _grade(tests, result, mode, float_tolerance)
 
@@ -98,6 +104,8 @@ def _grade(tests: list[CodeTest], result: JobResult, mode: str,
 
 
 def _verdict(test: CodeTest, run: TestRun, tolerance: float | None) -> str:
+    if test.tolerance is not None:  # the dataset's own, for this test (EvalPlus atol)
+        tolerance = test.tolerance
     if run.status == "timeout":
         return "timeouts"
     if run.status in ("skipped", "lost"):
@@ -130,6 +138,8 @@ def _value_passes(test: CodeTest, raw: Any, tolerance: float | None) -> bool:
         # APPS wraps a call's expected return value in a one-item list.
         return isinstance(expected, list) and len(expected) == 1 and \
             values_match(raw, expected[0], tolerance)
+    if test.check == "value":  # exactly as Python's == (LiveCodeBench)
+        return values_match(raw, test.expected, tolerance)
     value = decode_typed(raw)
     if test.check == "equal":
         return values_match(value, test.expected, tolerance)

@@ -8,6 +8,8 @@ expected output) and what the host compares the result with (``expected``, ``che
 - function calls: ``{"fn_name": "f", "inputs": [[args], ...], "outputs": [...]}``;
 - assert tests (Python): ``{"test": "<code defining check(candidate)>", "entry_point": "f"}``
   (HumanEval) or ``{"asserts": ["assert f(1) == 2", ...]}`` (MBPP's ``test_list`` too).
+- the rows of LiveCodeBench, CodeContests (``datasets``) and EvalPlus (``evalplus``), as
+  they ship.
 
 An assert of the form ``assert <expression> == <literal>`` (or ``is True/False/None``,
 ``assert <call>``, ``assert not <call>``) becomes a value test: the sandbox evaluates the
@@ -20,129 +22,136 @@ from __future__ import annotations
 
 import ast
 import builtins
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CodeTest", "parse_tests"]
+from .cases import CodeTest, TestSuite, function_name, loads, stdin_test
+from .datasets import CONTESTS_KEYS, LCB_KEYS, code_contests, livecodebench
+from .evalplus import RAW_KEYS, evalplus_raw, evalplus_test
+
+__all__ = ["CodeTest", "TestSuite", "parse_suite", "parse_tests"]
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 
 
-@dataclass(frozen=True)
-class CodeTest:
-    """One test: ``spec`` goes into the sandbox; ``expected`` and ``check`` stay here.
-
-    ``check`` is ``stdout`` (compare printed text), ``json`` (compare a returned value with
-    a JSON value, APPS style), ``equal`` / ``is`` / ``truthy`` / ``falsy`` (a Python literal)
-    or ``script`` (passes when the test code runs to its end).
-    """
-
-    spec: dict[str, Any]
-    expected: Any = None
-    check: str = "stdout"
-
-
 def parse_tests(answer: Any, language: str, *, script_tests: bool = False) -> list[CodeTest]:
-    """The tests in ``answer``; ``ValueError`` naming what is wrong when they cannot be read.
+    """The tests in ``answer``; ``ValueError`` naming what is wrong when they cannot be read."""
+    return parse_suite(answer, language, script_tests=script_tests).tests
+
+
+def parse_suite(answer: Any, language: str, *, script_tests: bool = False) -> TestSuite:
+    """The tests in ``answer`` with the problem's own limits; ``ValueError`` naming what is
+    wrong when they cannot be read (a format that is not known is never zero tests).
 
     JavaScript test scripts run in the program's own process, where a program could forge a
     pass: they are refused unless ``script_tests`` says the risk is accepted.
     """
-    data = _as_data(answer)
-    tests = _parse(data, language)
-    if not tests:
+    if answer is None:
+        raise ValueError("the reference tests are missing (answer is None)")
+    suite = _parse(loads(answer, "the reference tests"), language)
+    if not suite.tests:
         raise ValueError("the reference holds no tests (empty inputs, asserts or check)")
     if language == "javascript" and not script_tests and any(t.check == "script"
-                                                              for t in tests):
+                                                              for t in suite.tests):
         raise ValueError("JavaScript test scripts ('test'/'asserts') run inside the program's "
                          "own process, where a program can forge a pass: use stdin/stdout or "
                          "fn_name tests, or set script_tests: true to accept that risk")
-    return tests
+    return suite
 
 
-def _as_data(answer: Any) -> Any:
-    if isinstance(answer, (bytes, bytearray)):
-        answer = answer.decode("utf-8", "replace")
-    if isinstance(answer, str):
-        try:
-            return json.loads(answer)
-        except ValueError as exc:
-            raise ValueError(f"the reference tests are not JSON: {exc}") from exc
-    if answer is None:
-        raise ValueError("the reference tests are missing (answer is None)")
-    return answer
-
-
-def _parse(data: Any, language: str) -> list[CodeTest]:
+def _parse(data: Any, language: str) -> TestSuite:
     if isinstance(data, list):
-        return _io_pairs(data)
+        if any(isinstance(row, Mapping) and "testtype" in row for row in data):
+            return TestSuite(livecodebench(data, language))
+        return TestSuite(_io_pairs(data))
     if not isinstance(data, Mapping):
         raise ValueError(f"the reference tests must be a JSON object or list, "
                          f"not {type(data).__name__}")
     if "input_output" in data:
-        return _parse(_as_data(data["input_output"]), language)
+        return _parse(loads(data["input_output"], "'input_output'"), language)
+    if any(key in data for key in LCB_KEYS):
+        return TestSuite(livecodebench(data, language))
+    if any(key in data for key in CONTESTS_KEYS):
+        return code_contests(data)
     if "inputs" in data or "outputs" in data:
-        inputs, outputs = data.get("inputs"), data.get("outputs")
-        if not isinstance(inputs, list) or not isinstance(outputs, list):
-            raise ValueError("'inputs' and 'outputs' must both be lists")
-        if len(inputs) != len(outputs):
-            raise ValueError(f"'inputs' has {len(inputs)} items but 'outputs' has {len(outputs)}")
-        fn_name = data.get("fn_name")
-        if fn_name is not None:
-            if not isinstance(fn_name, str) or not fn_name.isidentifier():
-                raise ValueError(f"'fn_name' must be a function name, got {fn_name!r}")
-            if language == "cpp":
-                raise ValueError("function-call tests need python or javascript, not cpp")
-            return [CodeTest({"kind": "call", "fn": fn_name,
-                              "args": list(args) if isinstance(args, list) else [args]},
-                             expected, "json")
-                    for args, expected in zip(inputs, outputs)]
-        return [_stdin_test(i, x, y) for i, (x, y) in enumerate(zip(inputs, outputs))]
-    if "test" in data:
-        code = data["test"]
-        if not isinstance(code, str):
-            raise ValueError("'test' must be a string of test code")
-        entry = data.get("entry_point")
-        if entry is not None and (not isinstance(entry, str) or not entry.isidentifier()):
-            raise ValueError(f"'entry_point' must be a function name, got {entry!r}")
-        if language == "python":
-            if not entry:
-                raise ValueError("a 'test' with check(candidate) needs 'entry_point'")
-            return _check_function(code, entry)
-        if language == "javascript":
-            return [CodeTest({"kind": "script", "code": code, "entry": None}, None, "script")]
-        raise ValueError("assert tests need python or javascript, not cpp")
+        return TestSuite(_inputs_outputs(data, language))
+    if "test" in data and (language == "python" or "test_list" not in data):
+        tests = _test_code(data, language)
+        if tests is not None:
+            return TestSuite(tests)
+    if any(key in data for key in RAW_KEYS):
+        return evalplus_raw(data, language)
     for key in ("asserts", "test_list"):
         if key in data:
-            asserts = data[key]
-            if not isinstance(asserts, list) or not all(isinstance(a, str) for a in asserts):
-                raise ValueError(f"{key!r} must be a list of assert statements (strings)")
-            setup = data.get("test_setup_code") or ""
-            if language == "python":
-                return [_assert_test(text, setup, index) for index, text in enumerate(asserts)]
-            if language == "javascript":
-                return [CodeTest({"kind": "script", "code": text, "entry": None}, None, "script")
-                        for text in asserts]
-            raise ValueError("assert tests need python or javascript, not cpp")
+            return TestSuite(_assert_list(data, key, language))
     raise ValueError(f"unknown test format: keys {sorted(map(str, data))}; expected inputs/"
-                     f"outputs (with fn_name for calls), test/entry_point, or asserts")
+                     f"outputs (with fn_name for calls), input_output (APPS/TACO), "
+                     f"public_test_cases (LiveCodeBench), public_tests (CodeContests), "
+                     f"test/entry_point (HumanEval, EvalPlus), plus_input (EvalPlus) or "
+                     f"asserts/test_list (MBPP)")
 
 
-def _text(value: Any, what: str) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return "\n".join(value) + ("\n" if value else "")
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    raise ValueError(f"{what} must be a string (or a list of lines), got {type(value).__name__}")
+def _inputs_outputs(data: Mapping[str, Any], language: str) -> list[CodeTest]:
+    """APPS/TACO: stdin/stdout pairs, or calls of ``fn_name`` with argument lists."""
+    inputs, outputs = data.get("inputs"), data.get("outputs")
+    if not isinstance(inputs, list) or not isinstance(outputs, list):
+        raise ValueError("'inputs' and 'outputs' must both be lists")
+    if len(inputs) != len(outputs):
+        raise ValueError(f"'inputs' has {len(inputs)} items but 'outputs' has {len(outputs)}")
+    fn_name = data.get("fn_name")
+    if fn_name is not None:
+        fn = function_name(fn_name, "'fn_name'")
+        if language == "cpp":
+            raise ValueError("function-call tests need python or javascript, not cpp")
+        return [CodeTest({"kind": "call", "fn": fn,
+                          "args": list(args) if isinstance(args, list) else [args]},
+                         expected, "json")
+                for args, expected in zip(inputs, outputs)]
+    return [stdin_test(x, y, f"test {i}") for i, (x, y) in enumerate(zip(inputs, outputs))]
 
 
-def _stdin_test(index: int, given: Any, expected: Any) -> CodeTest:
-    return CodeTest({"kind": "stdin", "input": _text(given, f"test {index}: input")},
-                    _text(expected, f"test {index}: output"), "stdout")
+def _test_code(data: Mapping[str, Any], language: str) -> list[CodeTest] | None:
+    """HumanEval's ``check(candidate)``, EvalPlus's loops, JavaScript test scripts; None
+    when this ``test`` is not for this language and an assert list is there instead."""
+    code = data["test"]
+    if not isinstance(code, str):
+        raise ValueError("'test' must be a string of test code")
+    entry = data.get("entry_point")
+    if entry is not None:
+        function_name(entry, "'entry_point'")
+    if language == "python":
+        module = _parse_code(code, "the test code")
+        found = evalplus_test(module, entry)
+        if found is not None:
+            return found
+        if not entry:
+            if "test_list" in data or "asserts" in data:
+                return None
+            raise ValueError("a 'test' with check(candidate) needs 'entry_point'")
+        return _check_function(module, code, entry)
+    if language == "javascript":
+        return [CodeTest({"kind": "script", "code": code, "entry": None}, None, "script")]
+    raise ValueError("assert tests need python or javascript, not cpp")
+
+
+def _assert_list(data: Mapping[str, Any], key: str, language: str) -> list[CodeTest]:
+    """MBPP: ``test_list`` (or ``asserts``), with ``test_setup_code`` / ``test_imports``."""
+    asserts = data[key]
+    if not isinstance(asserts, list) or not all(isinstance(a, str) for a in asserts):
+        raise ValueError(f"{key!r} must be a list of assert statements (strings)")
+    setup = data.get("test_setup_code") or ""
+    imports = data.get("test_imports") or []
+    if not isinstance(setup, str):
+        raise ValueError("'test_setup_code' must be a string of code")
+    if not isinstance(imports, list) or not all(isinstance(i, str) for i in imports):
+        raise ValueError("'test_imports' must be a list of import statements (strings)")
+    setup = "\n".join([*imports, setup]).strip()
+    if language == "python":
+        return [_assert_test(text, setup, index) for index, text in enumerate(asserts)]
+    if language == "javascript":
+        return [CodeTest({"kind": "script", "code": text, "entry": None}, None, "script")
+                for text in asserts]
+    raise ValueError("assert tests need python or javascript, not cpp")
 
 
 def _io_pairs(items: Sequence[Any]) -> list[CodeTest]:
@@ -150,7 +159,7 @@ def _io_pairs(items: Sequence[Any]) -> list[CodeTest]:
     for index, item in enumerate(items):
         if not isinstance(item, Mapping) or "input" not in item or "output" not in item:
             raise ValueError(f"test {index}: expected an object with 'input' and 'output'")
-        tests.append(_stdin_test(index, item["input"], item["output"]))
+        tests.append(stdin_test(item["input"], item["output"], f"test {index}"))
     return tests
 
 
@@ -171,9 +180,8 @@ def _assert_test(text: str, setup: str, index: int) -> CodeTest:
     return CodeTest({"kind": "script", "code": code, "entry": None}, None, "script")
 
 
-def _check_function(code: str, entry: str) -> list[CodeTest]:
+def _check_function(module: ast.Module, code: str, entry: str) -> list[CodeTest]:
     """HumanEval's check(candidate): value tests when every statement is a plain assert."""
-    module = _parse_code(code, "the test code")
     whole = [CodeTest({"kind": "script", "code": code, "entry": entry}, None, "script")]
     checks = [s for s in module.body if isinstance(s, ast.FunctionDef) and s.name == "check"]
     others = [s for s in module.body if not (isinstance(s, ast.FunctionDef) and s.name == "check")]

@@ -1,0 +1,180 @@
+"""Competitive-programming datasets' test fields, read as the datasets ship them.
+
+- LiveCodeBench (``livecodebench/code_generation_lite``) and the RL sets built from it
+  (PRIME/DeepCoder style): ``public_test_cases`` / ``private_test_cases``, each a list (or a
+  JSON string of one, or LiveCodeBench's compressed string) of ``{"input", "output",
+  "testtype": "functional" | "stdin"}``; a functional test's input is one JSON value a line
+  (the arguments), its output one JSON value; the function's name is in ``metadata``
+  (``{"func_name": ...}``, often a JSON string) of the problem or of each test.
+- CodeContests (``deepmind/code_contests``): ``public_tests`` / ``private_tests`` /
+  ``generated_tests``, each ``{"input": [...], "output": [...]}``, with the problem's
+  ``time_limit`` (``{"seconds", "nanos"}``) and ``memory_limit_bytes``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import json
+import math
+import pickle
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .cases import CodeTest, TestSuite, call_test, function_name, loads, mapping, stdin_test
+
+__all__ = ["LCB_KEYS", "CONTESTS_KEYS", "code_contests", "livecodebench", "lcb_rows"]
+
+LCB_KEYS = ("public_test_cases", "private_test_cases")
+CONTESTS_KEYS = ("public_tests", "private_tests", "generated_tests")
+# LiveCodeBench's compressed private tests reach tens of MB; refuse what is far past that.
+_MAX_DECOMPRESSED = 512 << 20
+
+
+class _NoGlobals(pickle.Unpickler):
+    """Unpickles plain data only: a pickle that names any class or function is refused, so a
+    crafted dataset row cannot run code on the host."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"refused: the pickle names {module}.{name}")
+
+
+def _decompress(text: str, what: str) -> Any:
+    """LiveCodeBench's private tests: base64 of zlib of a pickled JSON string."""
+    try:
+        packed = base64.b64decode(text.encode("ascii"), validate=True)
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(packed, _MAX_DECOMPRESSED)
+        too_big = bool(inflater.unconsumed_tail)
+        inner = None if too_big else _NoGlobals(io.BytesIO(raw)).load()
+    except (binascii.Error, UnicodeEncodeError, zlib.error, pickle.UnpicklingError, EOFError,
+            ValueError, TypeError, IndexError) as exc:
+        raise ValueError(f"{what} is neither JSON nor LiveCodeBench's compressed tests "
+                         f"(base64, zlib, pickled JSON): {exc}") from exc
+    if too_big:
+        raise ValueError(f"{what}: decompresses to more than {_MAX_DECOMPRESSED >> 20} MiB")
+    if not isinstance(inner, (str, bytes)):
+        raise ValueError(f"{what}: the compressed tests hold a {type(inner).__name__}, "
+                         f"not a JSON string")
+    return loads(inner, what)
+
+
+def lcb_rows(value: Any, what: str) -> list[Any]:
+    """The test rows of one LiveCodeBench field, however it is stored."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, (bytes, bytearray)):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = _decompress(value.strip(), what)
+    if not isinstance(value, list):
+        raise ValueError(f"{what} must be a list of tests, not {type(value).__name__}")
+    return value
+
+
+def _func_name(metadata: Any, what: str) -> str | None:
+    if metadata is None or metadata == "":
+        return None
+    found = mapping(metadata, what).get("func_name")
+    return None if found is None else function_name(found, f"{what} func_name")
+
+
+def _arguments(text: Any, what: str) -> list[Any]:
+    if not isinstance(text, str):
+        raise ValueError(f"{what}: a functional test's input must be a string of JSON values, "
+                         f"one a line, not {type(text).__name__}")
+    lines = text.split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()  # a trailing newline is not an argument
+    args = []
+    for number, line in enumerate(lines, 1):
+        try:
+            args.append(json.loads(line))
+        except ValueError as exc:
+            raise ValueError(f"{what}: input line {number} is not a JSON value: {exc}") from exc
+    return args
+
+
+def _lcb_test(row: Any, what: str, problem_fn: str | None, language: str) -> CodeTest:
+    if not isinstance(row, Mapping) or "input" not in row or "output" not in row:
+        raise ValueError(f"{what}: expected an object with 'input', 'output' and 'testtype'")
+    kind = row.get("testtype", "stdin")
+    if kind == "stdin":
+        return stdin_test(row["input"], row["output"], what)
+    if kind != "functional":
+        raise ValueError(f"{what}: testtype {kind!r} is not 'functional' or 'stdin'")
+    fn = _func_name(row.get("metadata"), f"{what}: metadata") or problem_fn
+    if fn is None:
+        raise ValueError(f"{what}: a functional test needs metadata with 'func_name' "
+                         f"(in the problem's 'metadata' or the test's own)")
+    if language == "cpp":
+        raise ValueError("function-call tests need python or javascript, not cpp")
+    output = row["output"]
+    try:
+        expected = json.loads(output) if isinstance(output, str) else output
+    except ValueError as exc:
+        raise ValueError(f"{what}: the output is not a JSON value: {exc}") from exc
+    return call_test(fn, _arguments(row["input"], what), expected, "value")
+
+
+def livecodebench(data: Mapping[str, Any] | Sequence[Any], language: str) -> list[CodeTest]:
+    """A LiveCodeBench problem (its test fields and ``metadata``) or a list of its rows."""
+    if isinstance(data, Mapping):
+        problem_fn = _func_name(data.get("metadata"), "metadata")
+        rows = [(f"{key}[{index}]", row) for key in LCB_KEYS
+                for index, row in enumerate(lcb_rows(data.get(key), key))]
+    else:
+        problem_fn = None
+        rows = [(f"test {index}", row) for index, row in enumerate(data)]
+    return [_lcb_test(row, what, problem_fn, language) for what, row in rows]
+
+
+def _seconds(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        seconds, nanos = value.get("seconds") or 0, value.get("nanos") or 0
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                   for v in (seconds, nanos)):
+            raise ValueError(f"time_limit must hold numbers, got {dict(value)!r}")
+        total = float(seconds) + float(nanos) / 1e9
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        total = float(value)
+    else:
+        raise ValueError(f"time_limit must be {{'seconds', 'nanos'}} or a number, got {value!r}")
+    if not math.isfinite(total) or total < 0:
+        raise ValueError(f"time_limit must be a finite number >= 0, got {value!r}")
+    return total or None  # 0: the problem gives none
+
+
+def _megabytes(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"memory_limit_bytes must be a whole number >= 0, got {value!r}")
+    return math.ceil(value / (1 << 20)) or None  # 0: the problem gives none
+
+
+def code_contests(data: Mapping[str, Any]) -> TestSuite:
+    """A CodeContests problem: every test block present, and the problem's limits."""
+    tests: list[CodeTest] = []
+    for key in CONTESTS_KEYS:
+        block = data.get(key)
+        if block is None:
+            continue
+        block = mapping(block, key)
+        inputs, outputs = block.get("input"), block.get("output")
+        if not isinstance(inputs, list) or not isinstance(outputs, list):
+            raise ValueError(f"{key}: 'input' and 'output' must both be lists")
+        if len(inputs) != len(outputs):
+            raise ValueError(f"{key}: 'input' has {len(inputs)} items but 'output' has "
+                             f"{len(outputs)}")
+        tests += [stdin_test(given, expected, f"{key}[{index}]")
+                  for index, (given, expected) in enumerate(zip(inputs, outputs))]
+    return TestSuite(tests, _seconds(data.get("time_limit")),
+                     _megabytes(data.get("memory_limit_bytes")))
