@@ -4,10 +4,14 @@ PyYAML keeps the last of two equal keys without a word, so a rubric with two ``c
 components quietly loses one. ``read_yaml`` refuses it and says on which lines the key appears.
 Merge keys (``<<: *base``) still override as YAML intends: only keys written in the mapping
 itself are compared.
+
+Numbers in exponent form without a dot (``1e-6``, ``5E3``) are floats, as in YAML 1.2 and JSON:
+PyYAML follows YAML 1.1 and would read ``float_tolerance: 1e-6`` as the text ``"1e-6"``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable
 from typing import Any
 
@@ -46,6 +50,16 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     raise DuplicateKeyError(key, line, seen[key])
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+# A private copy of the resolver table: PyYAML's add_implicit_resolver would otherwise append to
+# lists it shares with SafeLoader, changing every safe_load in the process.
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: list(resolvers) for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"))
 
 
 def read_yaml(text: str) -> Any:
