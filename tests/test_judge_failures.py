@@ -76,3 +76,11 @@ def test_a_version_1_store_counts_its_failures_once(tmp_path: Path) -> None:
         run(rubric(server, store, retry_failed=1), 2)
         run(rubric(server, store, retry_failed=1), 2)
         assert server.billed == 4  # asked once more (count 1 -> 2), then no more
+
+
+def test_a_reply_cut_at_max_tokens_says_so_in_the_scored_line(tmp_path: Path) -> None:
+    with OpenAIServer(models=[MODEL], style="cut") as server:
+        scores, usage = run(rubric(server, tmp_path / "j.db", max_tokens=8), 1)
+    line = scores[0].to_dict()
+    assert line["status"] == "error" and usage["failed"] == 1
+    assert "cut at max_tokens=8: raise max_tokens" in line["errors"]["helpful"]

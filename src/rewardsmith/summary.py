@@ -11,10 +11,32 @@ from typing import Any
 
 from .types import Score, Status
 
-__all__ = ["ComponentStats", "RunSummary", "SummaryBuilder"]
+__all__ = ["ComponentStats", "RunSummary", "SummaryBuilder", "POSITION_BIAS_WARN",
+           "position_bias_warnings", "money"]
 
 _BLOCK = 8192  # rollouts whose values wait before they join the running statistics
 _SLOWEST = 10  # the slowest calls a timed run names
+# A pairwise judge whose verdicts follow the order shown at least this often (0.5 is a coin's
+# rate; 1.0 is a judge that always picks the same position) is not comparing the responses.
+POSITION_BIAS_WARN = 0.5
+_BIAS = ".position_bias"
+
+
+def position_bias_warnings(means: dict[str, float]) -> list[str]:
+    """A warning for each pairwise-judged component whose mean position bias is too high."""
+    return [f"pairwise judge {name!r}: position bias {bias:.2f} (its verdicts followed the "
+            f"order the pair was shown in, not the responses; 1.0 always picks one position): "
+            f"its grades are not comparisons; check it with `rewardsmith judge-eval`"
+            for name, bias in means.items() if bias >= POSITION_BIAS_WARN]
+
+
+def money(value: float) -> str:
+    """A cost in dollars with its significant digits: $0.00042, not $0.0000."""
+    if value == 0:
+        return "$0"
+    if abs(value) >= 0.01:
+        return f"${value:,.4f}"
+    return f"${value:.2g}"
 
 
 @dataclass
@@ -137,6 +159,7 @@ class SummaryBuilder:
         # Call times, when the run records them: per component, and the slowest calls.
         self._times: dict[str, list[float]] = {}
         self._slowest: list[tuple[float, str, str]] = []  # (seconds, rollout id, component)
+        self._bias: dict[str, list[float]] = {}  # pairwise judges' position bias per rollout
 
     def add_group(self, scores: Iterable[Score]) -> None:
         group = list(scores)
@@ -165,6 +188,11 @@ class SummaryBuilder:
                     failures["masked"] += 1
         if group and group[0].timing is not None:
             self._add_times(group)
+        for score in group:
+            if score.metrics:
+                for key, value in score.metrics.items():
+                    if key.endswith(_BIAS) and math.isfinite(value):
+                        self._bias.setdefault(key[: -len(_BIAS)], []).append(value)
         if len(rewards) >= 2:
             if max(rewards) == min(rewards):
                 self.zero_variance += 1
@@ -222,8 +250,14 @@ class SummaryBuilder:
             mixed_groups=self.mixed,
             bad_lines=list(bad_lines),
             seconds=seconds,
-            extra=self._timing(),
+            extra={**self._timing(), **self._position_bias()},
         )
+
+    def _position_bias(self) -> dict[str, Any]:
+        """Per pairwise-judged component, the mean position bias of its rollouts."""
+        if not self._bias:
+            return {}
+        return {"position_bias": {name: math.fsum(v) / len(v) for name, v in self._bias.items()}}
 
 
 def _quantile(ordered: Sequence[float], q: float) -> float:

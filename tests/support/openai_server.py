@@ -72,7 +72,7 @@ class Fault:
 
     @classmethod
     def reply(cls, style: str) -> Fault:
-        """``style``: json | prose | malformed | out_of_range | not_completion | no_usage."""
+        """``style``: json | prose | malformed | cut | out_of_range | not_completion | no_usage."""
         return cls("reply", style=style)
 
     @classmethod
@@ -340,7 +340,7 @@ class OpenAIServer:
         if style == "prose":
             content = (f"Let me look at this {{carefully}}. My grades:\n```json\n{content}\n```\n"
                        f"That is all.")
-        elif style == "malformed":
+        elif style in ("malformed", "cut"):  # cut: as a reply stopped at max_tokens
             content = content[: max(1, len(content) // 2)]
         with self._lock:
             self.billed += 1
@@ -348,7 +348,8 @@ class OpenAIServer:
             number = self.billed
         if style == "not_completion":
             return 200, "<html>upstream proxy error</html>", {}
-        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
+        choice: dict[str, Any] = {"index": 0,
+                                  "finish_reason": "length" if style == "cut" else "stop",
                                   "message": {"role": "assistant", "content": content}}
         if body.get("logprobs"):
             choice["logprobs"] = {"content": _logprobs(content, int(body.get("top_logprobs")

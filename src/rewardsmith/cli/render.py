@@ -6,7 +6,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ..summary import ComponentStats, RunSummary
+from ..summary import ComponentStats, RunSummary, money, position_bias_warnings
 
 __all__ = ["render_summary"]
 
@@ -62,10 +62,15 @@ def render_summary(summary: RunSummary, console: Console) -> None:
         line = (f"{name}: {u.get('calls', 0):.0f} calls ({u.get('failed', 0):.0f} failed, "
                 f"{u.get('retries', 0):.0f} retries), {u.get('replayed', 0):.0f} grades "
                 f"replayed, {u.get('shared', 0):.0f} shared, tokens {u.get('tokens_in', 0):.0f} "
-                f"in / {u.get('tokens_out', 0):.0f} out, cost ${u.get('cost', 0):.4f}")
+                f"in / {u.get('tokens_out', 0):.0f} out, cost {money(u.get('cost', 0))}")
+        if u.get("failed_replayed"):
+            line += (f", {u['failed_replayed']:.0f} failed grades replayed (failed too often; "
+                     f"--refresh asks again)")
         if u.get("budget_exhausted"):
             line += f" [yellow]budget spent: {u.get('unscored', 0):.0f} grades unscored[/]"
         console.print(line)
+    for warning in position_bias_warnings(summary.extra.get("position_bias") or {}):
+        console.print(f"[yellow]warning:[/] {warning}")
     console.print(
         f"{summary.seconds:.2f} s, {summary.rollouts_per_second:,.0f} rollouts/s", style="dim"
     )

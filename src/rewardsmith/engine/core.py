@@ -187,6 +187,12 @@ class Engine:
         self._calls = 0  # reward calls made through executors
         self.store_path = store_path
         self._evaluators = [c.evaluator for c in rubric.components if c.evaluator is not None]
+        self._metered: list[tuple[str, str]] = []  # component, its evaluator's usage key
+        for component in rubric.components:
+            evaluator: Any = component.evaluator
+            if isinstance(evaluator, _Metered):
+                self._metered.append((component.name, evaluator.usage_key()))
+        self._reused: dict[str, int] = {}  # usage key -> grades taken from the result cache
         self._checked = False
         if store_path is not None:
             for evaluator in self._evaluators:
@@ -228,6 +234,9 @@ class Engine:
         for evaluator in self._evaluators:
             if isinstance(evaluator, _Metered):
                 out[evaluator.usage_key()] = dict(evaluator.usage())
+        for key, reused in self._reused.items():  # grades the result cache gave: replayed too
+            if key in out:
+                out[key]["replayed"] = out[key].get("replayed", 0.0) + reused
         return out
 
     def _executor_for_work(self) -> Executor:
@@ -454,6 +463,11 @@ class Engine:
             cached: Cached | None = (
                 look_up(self.cache, self.rubric.components, rollouts, results, self.content_key)
                 if self.cache is not None else None)
+            if cached is not None and self._metered:
+                for name, key in self._metered:
+                    missing = cached[1].get(name)
+                    if missing is not None and len(missing) < len(rollouts):
+                        self._reused[key] = self._reused.get(key, 0) + len(rollouts) - len(missing)
         plain: set[str] = set()  # components known to hold finite floats only
         work = []
         if self._sync:

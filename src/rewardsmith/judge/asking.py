@@ -41,17 +41,19 @@ async def ask(client: JudgeClient, config: JudgeConfig, template: Template, judg
     call.attempts, call.reply, call.reply_model = reply.attempts, reply.content, reply.model
     call.tokens_in, call.tokens_out = reply.tokens_in, reply.tokens_out
     grades = parse_reply(reply.content, asked)
+    # A reply cut at max_tokens says so in each error it caused (the scored line shows it).
+    cut = (f" (the reply was cut at max_tokens={config.max_tokens}: raise max_tokens)"
+           if reply.finish_reason == "length" else "")
     for criterion in asked:
         grade = grades[criterion.name]
         if config.logprobs and isinstance(grade, float) and reply.logprobs is not None:
             weighted = weighted_grade(reply.logprobs, criterion)
             grade = grade if weighted is None else weighted
-        outcomes[criterion.name] = grade if isinstance(grade, float) else f"judge {judge!r}: {grade}"
+        outcomes[criterion.name] = (grade if isinstance(grade, float)
+                                    else f"judge {judge!r}: {grade}{cut}")
     errors = [v for v in outcomes.values() if isinstance(v, str)]
     if errors:
         call.status, call.error = "failed", errors[0]
-        if reply.finish_reason == "length":
-            call.error += " (the reply was cut at max_tokens)"
     return call, outcomes
 
 

@@ -54,5 +54,5 @@ class Usage:
 
     def as_dict(self) -> dict[str, float]:
         out = {k: float(v) for k, v in asdict(self).items()}
-        out["cost"] = round(self.cost, 6)
+        out["cost"] = float(f"{self.cost:.6g}")  # six significant digits, however small
         return out

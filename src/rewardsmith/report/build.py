@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..files import atomic_text, refuse_output_over_input
+from ..summary import position_bias_warnings
 from .analysis import (
     advantage_stats,
     distribution,
@@ -50,7 +51,7 @@ def collect(scored: str | Path, *, store: str | Path | None = None, run: str | N
         file_advantage=distribution("advantage", columns.advantage),
         latency=latency(columns, top=top),
         store=facts,
-        warnings=[str(w) for w in warnings],
+        warnings=[*(str(w) for w in warnings), *position_bias_warnings(columns.position_bias)],
     )
     if compare_with is not None:
         other = read_scored(compare_with)

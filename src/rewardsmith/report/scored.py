@@ -53,6 +53,8 @@ class ScoredColumns:
     timing: dict[str, Floats]
     failures: dict[str, dict[str, int]]
     errors: dict[int, dict[str, str]] = field(default_factory=dict)  # row -> messages
+    # Pairwise-judged component -> mean of its rollouts' ``position_bias`` metric (JSONL).
+    position_bias: dict[str, float] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -158,6 +160,7 @@ def _read_jsonl(path: str | Path) -> ScoredColumns:
     failures: dict[str, dict[str, int]] = {}
     errors: dict[int, dict[str, str]] = {}
     seen: dict[str, int] = {}
+    bias: dict[str, list[float]] = {}
     nan = math.nan
     for line, data in read_json_objects(path):
         row = len(ids)
@@ -216,6 +219,11 @@ def _read_jsonl(path: str | Path) -> ScoredColumns:
             column.values.append(seconds)
         if messages:
             errors[row] = {str(k): str(v) for k, v in messages.items()}
+        metrics = data.get("metrics")
+        if type(metrics) is dict:
+            for key, value in metrics.items():
+                if key.endswith(".position_bias") and type(value) in (float, int):
+                    bias.setdefault(key[: -len(".position_bias")], []).append(float(value))
         ids.append(rollout_id)
         groups.append(str(data["group"]))
         rewards.append(nan if reward is None else reward)
@@ -238,6 +246,7 @@ def _read_jsonl(path: str | Path) -> ScoredColumns:
         timing={name: column.column(size) for name, column in timing.items()},
         failures=failures,
         errors=errors,
+        position_bias={name: math.fsum(v) / len(v) for name, v in bias.items()},
     )
 
 
