@@ -145,3 +145,12 @@ def test_given_weights_are_used_else_fitted(steps: list[Path]) -> None:
     assert fitted.history[0].weights == pytest.approx({"correct": 1.0, "judge": 0.1})
     assert fitted.history[0].shares == pytest.approx(watch.history[0].shares)
     assert fitted.history[0].weights_fit == pytest.approx(1.0)
+
+
+def test_a_pair_naming_a_missing_component_lists_the_ones_there(steps: list[Path]) -> None:
+    """A judge's components are its criteria: `--pair correct,judge` on files whose judge
+    criterion is `helpful` would watch nothing, so it is refused with the names that exist."""
+    result = invoke(*map(str, steps), "--pair", "correct,nosuch")
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert "no component 'nosuch'" in text and "'correct'" in text

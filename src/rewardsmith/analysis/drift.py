@@ -194,6 +194,7 @@ class DriftWatch:
                 stats.weights_fitted = shares.fitted
                 stats.weights_fit = shares.fit
         stats.mean_length, stats.length_source = self._length(scores, lengths)
+        self._check_pairs(names)
         for a, b in self.pairs:
             found: Agreement | None = agreement(scores, a, b, self.thresholds.agree_cutoff)
             if found is not None:
@@ -201,6 +202,18 @@ class DriftWatch:
                                                "correlation": found.correlation,
                                                "rollouts": found.rollouts}
         return stats
+
+    def _check_pairs(self, names: Sequence[str]) -> None:
+        """A pair naming a component the scores do not have would watch nothing, silently."""
+        if not names:
+            return
+        for a, b in self.pairs:
+            missing = [name for name in (a, b) if name not in names]
+            if missing:
+                raise ConfigError(
+                    f"pair {a},{b}: no component {' or '.join(map(repr, missing))} in the scores; "
+                    f"their components are {', '.join(map(repr, names))} (a judge's components "
+                    f"are named after its criteria)")
 
     def _length(self, scores: Sequence[Score], lengths: Mapping[str, float] | None
                 ) -> tuple[float | None, str | None]:
