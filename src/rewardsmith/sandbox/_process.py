@@ -8,7 +8,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -21,7 +21,8 @@ _REPORT_OVERHEAD = 64 * 1024  # bytes of report per test beyond the program's ow
 
 
 # The in-sandbox runner, in the order its parts are joined into one text.
-HARNESS_PARTS = ("_harness_values.py", "_harness_python.py", "_harness.py")
+HARNESS_PARTS = ("_harness_values.py", "_harness_files.py", "_harness_python.py",
+                 "_harness.py")
 _FUTURE = "from __future__ import annotations"
 
 
@@ -42,7 +43,9 @@ def harness_source() -> str:
     return "\n\n".join(texts) + "\n"
 
 
-def job_message(job: Job, runtime: dict[str, Any]) -> bytes:
+def job_message(job: Job, runtime: dict[str, Any], *, await_go: bool = False) -> bytes:
+    """The job as one line of JSON (the runner reads a line; with ``await_go`` it then waits
+    for a second one before the first test)."""
     return json.dumps({
         "language": job.language,
         "source": job.source,
@@ -50,17 +53,25 @@ def job_message(job: Job, runtime: dict[str, Any]) -> bytes:
         "limits": job.limits.as_dict(),
         "stop_on_timeout": job.stop_on_timeout,
         "runtime": runtime,
-    }).encode("utf-8")
+        "await_go": await_go,
+    }).encode("utf-8") + b"\n"
 
 
 def run_harness(argv: Sequence[str], job: Job, runtime: dict[str, Any], *,
-                user: int | None = None, what: str = "sandbox") -> JobResult:
+                user: int | None = None, what: str = "sandbox",
+                after_compile: Callable[[], None] | None = None) -> JobResult:
     """Run ``argv`` (which starts the harness), feed it ``job``, parse its report.
 
     The whole process group is killed when the job's wall budget passes or the report grows
     past what the job's limits allow; a report cut short leaves the unreported tests failed.
+    ``after_compile`` runs once the program is compiled and before its first test (the
+    runner waits for it): where the tests' memory limit replaces the compiler's.
+
+    Once the program has compiled, anything that goes wrong (the runner's own failure, a
+    report cut short) fails the tests not reported: only a sandbox that could not start or
+    compile the program is a ``SandboxError``.
     """
-    message = job_message(job, runtime)
+    message = job_message(job, runtime, await_go=after_compile is not None)
     cap = len(job.tests) * (job.limits.output_bytes * 2 + _REPORT_OVERHEAD) + _REPORT_OVERHEAD
     deadline = time.monotonic() + job.limits.wall_budget()
     try:
@@ -71,14 +82,14 @@ def run_harness(argv: Sequence[str], job: Job, runtime: dict[str, Any], *,
         )
     except OSError as exc:
         raise SandboxError(f"{what}: cannot start {argv[0]!r}: {exc}") from exc
-    out, err, overflow, late = _exchange(process, message, cap, deadline)
+    out, err, overflow, late = _exchange(process, message, cap, deadline, after_compile)
     if overflow or late:
         _kill_group(process)
     code = process.wait()
     lines = _parse_lines(bytes(out))
     fatal = [e for e in lines if e.get("event") == "fatal"]
     compiled = next((e for e in lines if e.get("event") == "compile"), None)
-    if compiled is None or fatal:
+    if compiled is None:
         detail = fatal[0]["message"] if fatal else bytes(err[-2000:]).decode("utf-8", "replace")
         if late:
             detail = f"no report within {job.limits.wall_budget():.0f} s. {detail}"
@@ -89,15 +100,17 @@ def run_harness(argv: Sequence[str], job: Job, runtime: dict[str, Any], *,
         if event.get("event") == "test" and isinstance(event.get("i"), int):
             runs[event["i"]] = _test_run(event)
     lost = "the run was cut short" + (" (report too large)" if overflow else "") + (
-        " (wall-clock budget spent)" if late else "")
+        " (wall-clock budget spent)" if late else "") + (
+        f" (the runner failed: {fatal[0].get('message')})" if fatal else "")
     complete = tuple(runs.get(i) or TestRun(i, "lost", reason=lost) for i in range(len(job.tests)))
     if not compiled.get("ok"):
         complete = ()
     return JobResult(bool(compiled.get("ok")), compiled.get("message"), complete)
 
 
-def _exchange(process: subprocess.Popen[bytes], message: bytes, cap: int,
-              deadline: float) -> tuple[bytearray, bytearray, bool, bool]:
+def _exchange(process: subprocess.Popen[bytes], message: bytes, cap: int, deadline: float,
+              after_compile: Callable[[], None] | None) -> tuple[bytearray, bytearray, bool,
+                                                                  bool]:
     assert process.stdin is not None and process.stdout is not None
     assert process.stderr is not None
     out, err = bytearray(), bytearray()
@@ -123,7 +136,8 @@ def _exchange(process: subprocess.Popen[bytes], message: bytes, cap: int,
                         pending = pending[:0]
                     if not pending:
                         selector.unregister(process.stdin)
-                        process.stdin.close()
+                        if after_compile is None:
+                            process.stdin.close()
                     continue
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
@@ -131,6 +145,8 @@ def _exchange(process: subprocess.Popen[bytes], message: bytes, cap: int,
                     continue
                 sink: bytearray = key.data
                 sink += chunk
+                if after_compile is not None and sink is out and b"\n" in chunk:
+                    after_compile = _go_if_compiled(process, out, after_compile)
                 if sink is err and len(err) > 65536:
                     del err[:-65536]
                 if len(out) > cap:
@@ -143,6 +159,21 @@ def _exchange(process: subprocess.Popen[bytes], message: bytes, cap: int,
         process.stdout.close()
         process.stderr.close()
     return out, err, overflow, late
+
+
+def _go_if_compiled(process: subprocess.Popen[bytes], out: bytearray,
+                    after_compile: Callable[[], None]) -> Callable[[], None] | None:
+    """Once the compile line is in: run ``after_compile``, then let the tests start."""
+    if b'"event": "compile"' not in out:
+        return after_compile
+    assert process.stdin is not None
+    after_compile()
+    try:
+        os.write(process.stdin.fileno(), b"go\n")
+        process.stdin.close()
+    except OSError:
+        pass
+    return None
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -14,15 +14,19 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from functools import partial
 from typing import Any
 
+from ._cgroup import MemoryCgroup, memory_cgroups_available
 from ._process import harness_source, run_harness
 from .jobs import Job, JobResult, Limits, SandboxError, SandboxUnavailable
 from .runtimes import SYSTEM_TREE, Runtime, find_runtime
 
-__all__ = ["BubblewrapSandbox", "NOBODY"]
+__all__ = ["BubblewrapSandbox", "CGROUP_HEADROOM_MB", "NOBODY"]
 
 NOBODY = 65534
+# A job's memory cgroup holds its limit plus this much for the runner and bwrap themselves.
+CGROUP_HEADROOM_MB = 64
 _INSTALL = ("install bubblewrap: 'apt-get install -y bubblewrap' (Debian/Ubuntu), "
             "'dnf install bubblewrap' (Fedora), or run 'make sandbox' in a rewardsmith checkout")
 _USERNS = ("unprivileged user namespaces are not allowed here. Allow them with "
@@ -71,13 +75,22 @@ class BubblewrapSandbox:
                 args += ["--symlink", os.readlink(path), path]
             elif os.path.isdir(path):
                 args += ["--ro-bind", path, path]
-        for mount in runtime.mounts:
+        outside_tmp = [m for m in runtime.mounts if m not in runtime.keep]
+        for mount in outside_tmp:
             args += ["--ro-bind", mount, mount]
+        # Every writable place is a tmpfs no larger than the memory limit; /dev itself is
+        # read-only (its own tmpfs would have no cap).
         args += [
             "--proc", "/proc", "--dev", "/dev",
-            "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp",
+            "--size", str(min(limits.shm_mb, limits.memory_mb) << 20), "--tmpfs", "/dev/shm",
+            "--remount-ro", "/dev",
+            "--size", str(min(limits.tmpfs_mb, limits.memory_mb) << 20), "--tmpfs", "/tmp",
+        ]
+        for mount in runtime.keep:  # an environment under /tmp: mounted on the tmpfs
+            args += ["--ro-bind", mount, mount]
+        args += [
             "--remount-ro", "/", "--chdir", "/tmp",
-            runtime.python, "-I", "-S", "-c", harness_source(),
+            runtime.python, *runtime.flags, "-c", harness_source(),
         ]
         return args
 
@@ -90,10 +103,10 @@ class BubblewrapSandbox:
         if reason is not None:
             raise SandboxUnavailable(reason)
 
-    def _probe(self, language: str) -> str | None:
+    def _probe(self, language: str, environment: str | None = None) -> str | None:
         try:
             self._binary()
-            result = self.run(_probe_job(language))
+            result = self.run(_probe_job(language, environment))
         except SandboxUnavailable as exc:
             return str(exc)
         except SandboxError as exc:
@@ -110,10 +123,40 @@ class BubblewrapSandbox:
         return None
 
     def run(self, job: Job) -> JobResult:
-        runtime = find_runtime(job.language)
+        runtime = find_runtime(job.language, job.environment)
         user = NOBODY if os.geteuid() == 0 else None
-        return run_harness(self.argv(runtime, job.limits), job, runtime.extra, user=user,
-                           what="the bubblewrap sandbox")
+        argv = self.argv(runtime, job.limits)
+        limits = job.limits
+        group = None
+        if memory_cgroups_available():
+            compiling = limits.compile_memory_mb if job.language == "cpp" else 0
+            group = MemoryCgroup.create(
+                (max(limits.memory_mb, compiling) + CGROUP_HEADROOM_MB) << 20, owner=user)
+        after_compile = None
+        if group is not None:
+            # The first process joins the cgroup, then becomes bwrap: nothing runs outside.
+            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', group.procs, *argv]
+            if job.language == "cpp":
+                tests_limit = (limits.memory_mb + CGROUP_HEADROOM_MB) << 20
+                after_compile = partial(group.set_limit, tests_limit)
+        try:
+            extra = {**runtime.extra, "keep": list(runtime.keep), "cgroup": group is not None}
+            return run_harness(argv, job, extra,
+                               user=user, what="the bubblewrap sandbox",
+                               after_compile=after_compile)
+        finally:
+            if group is not None:
+                group.remove()
+
+    def check_environment(self, environment: str) -> None:
+        """Raise ``SandboxUnavailable`` unless Python programs run in ``environment``."""
+        with self._lock:
+            key = f"python@{environment}"
+            if key not in self._checked:
+                self._checked[key] = self._probe("python", environment)
+        reason = self._checked[key]
+        if reason is not None:
+            raise SandboxUnavailable(reason)
 
 
 _PROBES: dict[str, str] = {
@@ -125,9 +168,9 @@ _PROBES: dict[str, str] = {
 }
 
 
-def _probe_job(language: str) -> Job:
+def _probe_job(language: str, environment: str | None = None) -> Job:
     source: Any = _PROBES.get(language)
     if source is None:
         raise SandboxUnavailable(f"language {language!r} is not supported")
     return Job(language, source, ({"kind": "stdin", "input": "ok\n"},),
-               Limits(time=10.0, total_time=10.0))
+               Limits(time=10.0, total_time=10.0), environment=environment)

@@ -43,9 +43,10 @@ class Limits:
     open_files: int = 256
     output_bytes: int = 1 << 20  # stdout kept per test; more is an output-limit failure
     total_time: float = 60.0  # all tests of one program together; the rest are skipped
-    compile_time: float = 30.0
+    compile_time: float = 10.0  # counts toward total_time as well
     compile_memory_mb: int = 2048
-    tmpfs_mb: int = 512  # the only writable place
+    tmpfs_mb: int = 512  # /tmp, the main writable place (never more than memory_mb)
+    shm_mb: int = 64  # /dev/shm (never more than memory_mb)
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -60,8 +61,9 @@ class Limits:
                                   f"got {value!r}")
 
     def wall_budget(self) -> float:
-        """The longest a job can take: compile, every test's share, start-up."""
-        return self.compile_time + self.total_time + self.time + STARTUP_MARGIN
+        """The longest a job can take: compile and every test within the total, one more
+        test's share, start-up."""
+        return self.total_time + self.time + STARTUP_MARGIN
 
     def as_dict(self) -> dict[str, Any]:
         return {item.name: getattr(self, item.name) for item in fields(self)}
@@ -74,9 +76,13 @@ class Job:
     - ``{"kind": "stdin", "input": str}``: run the program, feed it ``input``; stdout comes back;
     - ``{"kind": "call", "fn": str, "args": list}``: call the program's function; its return
       value comes back as JSON of exact built-in types (anything else is reported unencodable);
-    - ``{"kind": "expr", "expr": str}``: evaluate a Python expression after the program;
-    - ``{"kind": "script", "code": str, "entry": str | None}``: run test code after the program
-      (then ``check(<entry>)`` when ``entry`` is given); it passes if it reaches the end.
+    - ``{"kind": "expr", "expr": str}``: a Python expression's value: in the program's process
+      when it is a call of one of the program's names with constant arguments, else where the
+      program never ran (real builtins, fresh modules, the program's functions as stand-ins);
+    - ``{"kind": "script", "code": str, "entry": str | None}``: run test code (then
+      ``check(<entry>)`` when ``entry`` is given), in Python where the program never ran; it
+      passes if it reaches the end. Test code that cannot run before the program is called
+      (an import the sandbox lacks, no ``check``), or never calls it, is a ``bad_test``.
     """
 
     language: str
@@ -84,6 +90,7 @@ class Job:
     tests: tuple[dict[str, Any], ...]
     limits: Limits = Limits()
     stop_on_timeout: bool = True
+    environment: str | None = None  # a Python virtualenv or interpreter (see runtimes.py)
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
@@ -99,7 +106,8 @@ class Job:
 @dataclass(frozen=True)
 class TestRun:
     """One test's run. ``status``: done (it ended by itself), timeout, output_limit, skipped
-    (not run: an earlier test timed out or the total time was spent) or bad_test."""
+    (not run: an earlier test timed out or the total time was spent), lost (the program's
+    doing broke the run) or bad_test (the test code cannot run: not the program's fault)."""
 
     __test__ = False  # not a pytest class
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from .jobs import SandboxUnavailable
 
-__all__ = ["Runtime", "find_runtime", "python_runtime"]
+__all__ = ["Runtime", "find_runtime", "python_environment", "python_runtime"]
 
 # Mounted read-only in every sandbox: the system's programs and libraries, nothing else.
 SYSTEM_TREE = "/usr"
@@ -25,6 +25,12 @@ class Runtime:
     python: str
     extra: dict[str, Any]  # sent to the harness: {"compile": [...]} or {"node": path}
     mounts: tuple[str, ...]  # folders outside /usr the runtime lives in
+    flags: tuple[str, ...] = ("-I", "-S")  # -S off for an environment: its site-packages
+
+    @property
+    def keep(self) -> tuple[str, ...]:
+        """Mounted folders inside the sandbox's /tmp: the runner never wipes them."""
+        return tuple(m for m in self.mounts if m == "/tmp" or m.startswith("/tmp/"))
 
 
 def _outside_usr(path: str) -> bool:
@@ -56,9 +62,43 @@ def python_runtime() -> tuple[str, tuple[str, ...]]:
     return executable, ((base,) if _outside_usr(base) else ())
 
 
-def find_runtime(language: str) -> Runtime:
-    """The runtime for ``language``, or ``SandboxUnavailable`` saying what to install."""
+def python_environment(environment: str) -> tuple[str, tuple[str, ...]]:
+    """The interpreter of ``environment`` (a virtualenv folder or an interpreter's path) and
+    the folders to mount read-only for it: the environment and its base installation.
+    ``SandboxUnavailable`` names what is wrong with it."""
+    path = os.path.abspath(os.path.expanduser(environment))
+    if os.path.isdir(path):
+        python = next((os.path.join(path, "bin", name) for name in ("python3", "python")
+                       if os.access(os.path.join(path, "bin", name), os.X_OK)), None)
+        if python is None:
+            raise SandboxUnavailable(f"environment {environment!r} is a folder without "
+                                     f"bin/python3: give a virtualenv or an interpreter's path")
+        folder = path
+    elif os.path.isfile(path) and os.access(path, os.X_OK):
+        python = path
+        folder = os.path.dirname(os.path.dirname(path))  # <prefix>/bin/python3 -> <prefix>
+    else:
+        raise SandboxUnavailable(f"environment {environment!r} does not exist: give a "
+                                 f"virtualenv folder or a Python interpreter's path")
+    mounts = [folder]
+    real = os.path.realpath(python)
+    base = _prefix_of(real)
+    if _outside_usr(base) and base != folder:
+        mounts.append(base)
+    if os.path.realpath(folder) != folder:
+        mounts.append(os.path.realpath(folder))
+    return python, tuple(m for m in mounts if _outside_usr(m))
+
+
+def find_runtime(language: str, environment: str | None = None) -> Runtime:
+    """The runtime for ``language``, or ``SandboxUnavailable`` saying what to install.
+
+    Python runs the system's ``python3`` with the standard library only, unless
+    ``environment`` names a virtualenv or interpreter: then that one, with its packages."""
     python, mounts = python_runtime()
+    if language == "python" and environment:
+        python, mounts = python_environment(environment)
+        return Runtime(python, {}, mounts, ("-I",))
     if language == "python":
         return Runtime(python, {}, mounts)
     if language == "cpp":

@@ -25,11 +25,15 @@ class Unsandboxed:
     def check(self, language: str) -> None:
         find_runtime(language)  # the toolchain must still exist
 
+    def check_environment(self, environment: str) -> None:
+        find_runtime("python", environment)
+
     def run(self, job: Job) -> JobResult:
-        runtime = find_runtime(job.language)
+        runtime = find_runtime(job.language, job.environment)
         work = tempfile.mkdtemp(prefix="rewardsmith-code-")
         try:
-            argv = ["/usr/bin/env", "-C", work, runtime.python, "-I", "-S", "-c", harness_source()]
+            argv = ["/usr/bin/env", "-C", work, runtime.python, *runtime.flags, "-c",
+                    harness_source()]
             return run_harness(argv, job, runtime.extra, what="the unsandboxed runner")
         finally:
             shutil.rmtree(work, ignore_errors=True)

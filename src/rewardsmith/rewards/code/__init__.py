@@ -33,8 +33,10 @@ CODE_DEFAULT_TIMEOUT = (_DEFAULTS.compile_time + _DEFAULTS.total_time + _DEFAULT
                         + 2 * STARTUP_MARGIN)
 
 
-def _limits(time_limit: Any, memory_limit: Any, total_time_limit: Any) -> Limits:
-    return Limits(time=time_limit, memory_mb=memory_limit, total_time=total_time_limit)
+def _limits(time_limit: Any, memory_limit: Any, total_time_limit: Any,
+            compile_time_limit: Any = _DEFAULTS.compile_time) -> Limits:
+    return Limits(time=time_limit, memory_mb=memory_limit, total_time=total_time_limit,
+                  compile_time=compile_time_limit)
 
 
 def _check(params: Mapping[str, Any]) -> None:
@@ -51,8 +53,22 @@ def _check(params: Mapping[str, Any]) -> None:
                                   not math.isfinite(tolerance) or tolerance < 0):
         raise ValueError(f"float_tolerance must be a number >= 0 or null, got {tolerance!r}")
     _limits(params.get("time_limit"), params.get("memory_limit"),
-            params.get("total_time_limit"))
-    get_sandbox(params.get("sandbox", "bubblewrap")).check(str(language))
+            params.get("total_time_limit"),
+            params.get("compile_time_limit", _DEFAULTS.compile_time))
+    backend = get_sandbox(params.get("sandbox", "bubblewrap"))
+    backend.check(str(language))
+    environment = params.get("environment")
+    if environment is not None:
+        if not isinstance(environment, str) or not environment:
+            raise ValueError(f"environment must be the path of a virtualenv or a Python "
+                             f"interpreter, got {environment!r}")
+        if language != "python":
+            raise ValueError(f"environment is a Python environment; language is {language}")
+        check_environment = getattr(backend, "check_environment", None)
+        if check_environment is None:
+            raise ValueError(f"sandbox {params.get('sandbox')!r} cannot run a Python "
+                             f"environment of your choosing")
+        check_environment(environment)
 
 
 @builtin("code", kind="verifier", default_timeout=CODE_DEFAULT_TIMEOUT, check=_check)
@@ -68,6 +84,8 @@ def code(
     sandbox: str = "bubblewrap",
     script_tests: bool = False,
     problem_limits: bool = True,
+    compile_time_limit: float = _DEFAULTS.compile_time,
+    environment: str | None = None,
 ) -> dict[str, float]:
     """Code: the program in the completion passes the answer's tests, run in a sandbox."""
     if language not in LANGUAGES:
@@ -76,11 +94,12 @@ def code(
     if problem_limits:  # the dataset's own limits for this problem (CodeContests)
         time_limit = min(suite.time_limit, total_time_limit) if suite.time_limit else time_limit
         memory_limit = suite.memory_mb or memory_limit
-    limits = _limits(time_limit, memory_limit, total_time_limit)
+    limits = _limits(time_limit, memory_limit, total_time_limit, compile_time_limit)
     tests = with_reference_values(suite, limits, sandbox).tests
     program = extract_program(completion if isinstance(completion, str) else str(completion),
                               language)
-    job = Job(language, program, tuple(t.spec for t in tests), limits)
+    job = Job(language, program, tuple(t.spec for t in tests), limits,
+              environment=environment or None)
     result = get_sandbox(sandbox).run(job)
     return _grade(tests, result, mode, float_tolerance)
 
@@ -106,6 +125,8 @@ def _grade(tests: list[CodeTest], result: JobResult, mode: str,
 def _verdict(test: CodeTest, run: TestRun, tolerance: float | None) -> str:
     if test.tolerance is not None:  # the dataset's own, for this test (EvalPlus atol)
         tolerance = test.tolerance
+    if run.status == "bad_test":  # the test code cannot run: the dataset's fault, not a 0
+        raise ValueError(f"test {run.index} cannot run: {run.reason or 'bad test code'}")
     if run.status == "timeout":
         return "timeouts"
     if run.status in ("skipped", "lost"):
@@ -120,14 +141,14 @@ def _verdict(test: CodeTest, run: TestRun, tolerance: float | None) -> str:
         return "passed" if run.value == "done" else "runtime_errors"
     try:
         sent = json.loads(run.value or "")
-    except ValueError:
+    except (ValueError, RecursionError):
         return "runtime_errors"
     if not isinstance(sent, dict) or "value" not in sent:
         return "wrong"  # unencodable: a value of a type the test cannot compare
     try:
         return "passed" if _value_passes(test, sent["value"], tolerance) else "wrong"
-    except (ValueError, TypeError, RecursionError):
-        return "wrong"
+    except (ArithmeticError, ValueError, TypeError, RecursionError, MemoryError):
+        return "wrong"  # a value the host cannot compare (10**400 against a float): a failure
 
 
 def _value_passes(test: CodeTest, raw: Any, tolerance: float | None) -> bool:
