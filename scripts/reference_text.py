@@ -197,6 +197,9 @@ BUILTIN_PARAMS: dict[tuple[str, str], str] = {
     "on the host, only for code you trust.",
     ("code", "script_tests"): "Allow JavaScript `test`/`asserts` scripts, which run in the "
     "program's own process where a program could forge a pass.",
+    ("code", "compare"): "How printed output is compared: `exact` (equal after trailing "
+    "whitespace), `tokens` (the same whitespace-separated tokens, as testlib's wcmp) or `float` "
+    "(tokens, an expected float within `float_tolerance`, default `1e-6`).",
     ("code", "problem_limits"): "Use the time and memory limits a problem carries (CodeContests' "
     "`time_limit`, `memory_limit_bytes`) in place of `time_limit` / `memory_limit`; `false` "
     "ignores them.",

@@ -9,9 +9,17 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
-__all__ = ["decode_typed", "outputs_match", "values_match"]
+__all__ = ["COMPARE_MODES", "DEFAULT_FLOAT_TOLERANCE", "decode_typed", "outputs_match",
+           "values_match"]
+
+# How printed output is compared (the ``compare`` param of ``reward: code``).
+COMPARE_MODES = ("exact", "tokens", "float")
+DEFAULT_FLOAT_TOLERANCE = 1e-6  # ``compare: float`` without a float_tolerance
+# A token, as judges' checkers read them: a run of anything but ASCII whitespace.
+_WORD = re.compile(r"[^ \t\n\r\f\v]+")
 
 
 def _lines(text: str) -> list[str]:
@@ -46,29 +54,46 @@ def _close(a: float, b: float, tolerance: float) -> bool:
     return abs(a - b) <= tolerance * max(1.0, abs(b))
 
 
-def outputs_match(got: str, expected: str, tolerance: float | None = None) -> bool:
-    """Printed output against the expected text: equal after trailing whitespace is dropped
-    from each line and from the end; with ``tolerance``, where the expected token is a float
-    the printed number may differ by that much (absolute, or relative past 1). Integer and
-    word tokens must match exactly whatever the tolerance."""
-    got_lines, want_lines = _lines(got), _lines(expected)
-    if got_lines == want_lines:
-        return True
-    if tolerance is None or len(got_lines) != len(want_lines):
+def _tokens_match(got_tokens: list[str], want_tokens: list[str],
+                  tolerance: float | None) -> bool:
+    if len(got_tokens) != len(want_tokens):
         return False
-    for got_line, want_line in zip(got_lines, want_lines):
-        got_tokens, want_tokens = got_line.split(), want_line.split()
-        if len(got_tokens) != len(want_tokens):
+    for a, b in zip(got_tokens, want_tokens):
+        if a == b:
+            continue
+        if tolerance is None or not _float_token(b):
             return False
-        for a, b in zip(got_tokens, want_tokens):
-            if a == b:
-                continue
-            if not _float_token(b):
-                return False
-            x, y = _number(a), _number(b)
-            if x is None or y is None or not _close(x, y, tolerance):
-                return False
+        x, y = _number(a), _number(b)
+        if x is None or y is None or not _close(x, y, tolerance):
+            return False
     return True
+
+
+def outputs_match(got: str, expected: str, tolerance: float | None = None,
+                  mode: str = "exact") -> bool:
+    """Printed output against the expected text, by ``mode`` (see ``COMPARE_MODES``).
+
+    ``exact``: equal after trailing whitespace is dropped from each line and from the end.
+    ``tokens``: the same sequence of whitespace-separated tokens (runs of spaces, leading
+    spaces and line breaks do not matter). ``float``: as ``tokens``, with ``tolerance``
+    defaulting to ``DEFAULT_FLOAT_TOLERANCE``. With a tolerance, where the expected token is
+    a float the printed number may differ by that much (absolute, or relative past 1);
+    integer and word tokens must match exactly whatever the tolerance.
+    """
+    if mode == "exact":
+        got_lines, want_lines = _lines(got), _lines(expected)
+        if got_lines == want_lines:
+            return True
+        if tolerance is None or len(got_lines) != len(want_lines):
+            return False
+        return all(_tokens_match(_WORD.findall(a), _WORD.findall(b), tolerance)
+                   for a, b in zip(got_lines, want_lines))
+    if mode == "tokens":
+        return _tokens_match(_WORD.findall(got), _WORD.findall(expected), tolerance)
+    if mode == "float":
+        return _tokens_match(_WORD.findall(got), _WORD.findall(expected),
+                             DEFAULT_FLOAT_TOLERANCE if tolerance is None else tolerance)
+    raise ValueError(f"compare mode {mode!r} is not one of {', '.join(COMPARE_MODES)}")
 
 
 def values_match(got: Any, expected: Any, tolerance: float | None = None) -> bool:
