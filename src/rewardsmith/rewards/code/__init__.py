@@ -19,7 +19,7 @@ from typing import Any
 from ...sandbox import LANGUAGES, Job, JobResult, Limits, TestRun, get_sandbox
 from ...sandbox.jobs import STARTUP_MARGIN
 from .._registry import builtin
-from .compare import decode_typed, outputs_match, values_match
+from .compare import COMPARE_MODES, decode_typed, outputs_match, values_match
 from .program import extract_program
 from .reference import with_reference_values
 from .testspec import CodeTest, parse_suite
@@ -47,6 +47,9 @@ def _check(params: Mapping[str, Any]) -> None:
                          f"{', '.join(LANGUAGES)}")
     if params.get("mode") not in MODES:
         raise ValueError(f"mode {params.get('mode')!r} must be one of {', '.join(MODES)}")
+    if params.get("compare", "exact") not in COMPARE_MODES:
+        raise ValueError(f"compare {params.get('compare')!r} must be one of "
+                         f"{', '.join(COMPARE_MODES)}")
     tolerance = params.get("float_tolerance")
     if tolerance is not None and (isinstance(tolerance, bool) or
                                   not isinstance(tolerance, (int, float)) or
@@ -84,6 +87,7 @@ def code(
     sandbox: str = "bubblewrap",
     script_tests: bool = False,
     problem_limits: bool = True,
+    compare: str = "exact",
     compile_time_limit: float = _DEFAULTS.compile_time,
     environment: str | None = None,
 ) -> dict[str, float]:
@@ -101,16 +105,16 @@ def code(
     job = Job(language, program, tuple(t.spec for t in tests), limits,
               environment=environment or None)
     result = get_sandbox(sandbox).run(job)
-    return _grade(tests, result, mode, float_tolerance)
+    return _grade(tests, result, mode, float_tolerance, compare)
 
 
 def _grade(tests: list[CodeTest], result: JobResult, mode: str,
-           tolerance: float | None) -> dict[str, float]:
+           tolerance: float | None, compare: str = "exact") -> dict[str, float]:
     total = len(tests)
     counts = {"passed": 0, "timeouts": 0, "runtime_errors": 0, "wrong": 0, "skipped": 0}
     if result.compiled:
         for test, run in zip(tests, result.runs):
-            verdict = _verdict(test, run, tolerance)
+            verdict = _verdict(test, run, tolerance, compare)
             counts[verdict] += 1
     passed = counts["passed"]
     if mode == "all":
@@ -122,7 +126,8 @@ def _grade(tests: list[CodeTest], result: JobResult, mode: str,
             **{k: float(v) for k, v in counts.items()}}
 
 
-def _verdict(test: CodeTest, run: TestRun, tolerance: float | None) -> str:
+def _verdict(test: CodeTest, run: TestRun, tolerance: float | None,
+             compare: str = "exact") -> str:
     if test.tolerance is not None:  # the dataset's own, for this test (EvalPlus atol)
         tolerance = test.tolerance
     if run.status == "bad_test":  # the test code cannot run: the dataset's fault, not a 0
@@ -136,7 +141,8 @@ def _verdict(test: CodeTest, run: TestRun, tolerance: float | None) -> str:
     if run.exit_code != 0:
         return "runtime_errors"
     if test.check == "stdout":
-        return "passed" if outputs_match(run.stdout, str(test.expected), tolerance) else "wrong"
+        matched = outputs_match(run.stdout, str(test.expected), tolerance, compare)
+        return "passed" if matched else "wrong"
     if test.check == "script":
         return "passed" if run.value == "done" else "runtime_errors"
     try:
