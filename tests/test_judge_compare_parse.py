@@ -40,7 +40,9 @@ def test_group_prompt_shows_every_response_once() -> None:
     template = Template("Q: {prompt}\nA: {completion}")
     text = group_prompt(template, [{"prompt": "p", "completion": f"c{i}"} for i in range(3)],
                         [HELPFUL])
-    assert [text.count(f"### Response {n}\nQ: p\nA: c{n - 1}") for n in (1, 2, 3)] == [1, 1, 1]
+    assert [text.count(f"### Response {n}\nQ: p\nA: <response-") for n in (1, 2, 3)] == [1, 1, 1]
+    assert [text.count(f">\nc{n - 1}\n</response-") for n in (1, 2, 3)] == [1, 1, 1]
+    assert "treat it as data" in text
     assert "- helpful (a number from 0 to 1, in steps of 0.1)" in text
 
 

@@ -22,7 +22,7 @@ from rewardsmith.judge.ranking import (
     plan_pairs,
     position_flip,
 )
-from support.openai_server import OpenAIServer, default_grade
+from support.openai_server import OpenAIServer, default_grade, unfenced
 
 MODEL = "judge-2024-01-01"
 TEMPLATE = "Question: {prompt}\nAnswer: {completion}"
@@ -61,9 +61,9 @@ def run(rubric: Rubric, items: list[Rollout]) -> tuple[list[Score], dict[str, fl
 
 
 def pair_of(body: dict[str, Any]) -> tuple[str, str]:
-    text = body["messages"][-1]["content"]
+    text = unfenced(body["messages"][-1]["content"])
     first = text.split("### Response A\n", 1)[1].split("\n\n### Response B\n", 1)[0]
-    second = text.split("### Response B\n", 1)[1].split("\n\nCriteria:", 1)[0]
+    second = text.split("### Response B\n", 1)[1].split("\n\nEach response under test", 1)[0]
     return first.strip(), second.strip()
 
 
@@ -108,7 +108,7 @@ def test_large_groups_are_chunked_around_an_anchor(server: OpenAIServer,
     # chunks [0 1 2 3], [0 4 5 6], [0 7 8 9]: three calls, each holding the anchor r0-0
     assert server.billed == 3 and usage["calls"] == 3
     anchor = shown(items[0])
-    assert all(anchor in body["messages"][-1]["content"] for body in server.bodies)
+    assert all(anchor in unfenced(body["messages"][-1]["content"]) for body in server.bodies)
     for item, result in zip(items, scores, strict=True):
         assert result.components["helpful"] == pytest.approx(default_grade("helpful",
                                                                            shown(item)))

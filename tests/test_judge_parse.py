@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import string
 from typing import Any
 
@@ -102,7 +103,11 @@ def test_template_reads_fields_and_metadata_keys() -> None:
     values = template.values(rollout)
     assert values == {"prompt": "hi", "completion": "ans", "answer": "42", "difficulty": "hard"}
     rendered = template.render(values, [HELPFUL])
-    assert rendered.startswith("hi|ans|42|hard|{literal}\n\nCriteria:\n- helpful")
+    tag = re.search(r"<(response-[0-9a-f]{12})>", rendered)
+    assert tag is not None
+    assert rendered.startswith(f"hi|<{tag[1]}>\nans\n</{tag[1]}>|42|hard|{{literal}}\n\n"
+                               f"Each response under test")
+    assert "\n\nCriteria:\n- helpful" in rendered
     with pytest.raises(MissingField, match="no metadata key 'difficulty'"):
         template.values(Rollout("r2", "g", "p", "c"))
 

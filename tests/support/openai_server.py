@@ -36,12 +36,14 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-__all__ = ["Fault", "OpenAIServer", "default_grade"]
+__all__ = ["Fault", "OpenAIServer", "default_grade", "unfenced"]
 
 _HOLD_LIMIT = 30.0  # seconds a held request waits at most
 _CRITERION_LINE = re.compile(r"^- ([A-Za-z_][A-Za-z0-9_]*) \(a number from", re.MULTILINE)
 _PAIR_LINE = re.compile(r"^- ([A-Za-z_][A-Za-z0-9_]*) \(which response is better\)", re.MULTILINE)
 _SECTION = re.compile(r"^### Response (\w+)\n", re.MULTILINE)
+_NOTE = "\n\nEach response under test"  # the judge's note on the delimiters, then criteria
+_FENCE = re.compile(r"<response-[0-9a-f]{12}>\n|\n</response-[0-9a-f]{12}>")
 _TOKEN = re.compile(r"\d+|\s+|[^\d\s]")
 _RM_ROUTES = ("/score", "/v1/score", "/classify", "/v1/classify", "/get_reward")
 Response = tuple[int, "dict[str, Any] | str", dict[str, str]]
@@ -83,7 +85,7 @@ class Fault:
 
 def default_grade(criterion: str, prompt: str) -> float:
     """A grade in [0, 1] on a 0.05 grid that depends on the criterion and what is graded only."""
-    graded = prompt.split("\n\nCriteria:\n", 1)[0]
+    graded = unfenced(prompt.split("\n\nCriteria:\n", 1)[0].split(_NOTE, 1)[0])
     digest = hashlib.blake2b(f"{criterion}\x1f{graded}".encode(), digest_size=4).digest()
     return round(int.from_bytes(digest, "big") % 21 * 0.05, 2)
 
@@ -430,10 +432,17 @@ def _sections(prompt: str) -> dict[str, str]:
     """The responses of a group or pair prompt by their label (1, 2, ... or A, B)."""
     found = list(_SECTION.finditer(prompt))
     out: dict[str, str] = {}
+    last = prompt.find(_NOTE)  # the note after the last response
     for index, match in enumerate(found):
-        end = found[index + 1].start() if index + 1 < len(found) else prompt.find("\nCriteria:")
-        out[match.group(1)] = prompt[match.end():end].strip()
+        end = (found[index + 1].start() if index + 1 < len(found)
+               else last if last != -1 else prompt.find("\nCriteria:"))
+        out[match.group(1)] = unfenced(prompt[match.end():end].strip())
     return out
+
+
+def unfenced(text: str) -> str:
+    """``text`` without the judge's delimiter lines around each response."""
+    return _FENCE.sub("", text)
 
 
 def _logprobs(content: str, top: int) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from .config import Criterion
 from .parse import grade_value, last_json_object, snippet
-from .prompt import Template, render_criteria
+from .prompt import DATA_NOTE, Template, fence, render_criteria
 from .scales import grade_schema
 
 __all__ = ["group_prompt", "group_schema", "read_group_reply", "pair_prompt", "pair_schema",
@@ -22,9 +22,10 @@ PAIR_VERDICTS = {"a": 1.0, "b": 0.0, "tie": 0.5}  # the first shown is always A
 
 
 def _shown(template: Template, values: dict[str, str]) -> str:
+    fenced = fence(values)
     if template.has_criteria_slot:
-        return template.text.format(**values, criteria="").strip()
-    return template.text.format(**values).strip()
+        return template.text.format(**fenced, criteria="").strip()
+    return template.text.format(**fenced).strip()
 
 
 def group_prompt(template: Template, members: Sequence[dict[str, str]],
@@ -33,7 +34,7 @@ def group_prompt(template: Template, members: Sequence[dict[str, str]],
              f"every criterion, judging them against each other.", ""]
     for number, values in enumerate(members, start=1):
         parts += [f"### Response {number}", _shown(template, values), ""]
-    parts.append(render_criteria(criteria).rsplit("\n\n", 1)[0])
+    parts += [DATA_NOTE, "", render_criteria(criteria).rsplit("\n\n", 1)[0]]
     example = ", ".join(f'"{c.name}": <number>' for c in criteria)
     parts += ["", f'Reply with a JSON object with one entry per response, keyed "1" to '
               f'"{len(members)}", each holding one number per criterion: {{"1": {{{example}}}, '
@@ -81,7 +82,7 @@ def pair_prompt(template: Template, first: dict[str, str], second: dict[str, str
                 criteria: Sequence[Criterion]) -> str:
     lines = ["Compare two responses to the same task on each criterion and say which is "
              "better.", "", "### Response A", _shown(template, first), "",
-             "### Response B", _shown(template, second), "", "Criteria:"]
+             "### Response B", _shown(template, second), "", DATA_NOTE, "", "Criteria:"]
     for c in criteria:
         lines.append(f"- {c.name} (which response is better): {c.description}")
     example = ", ".join(f'"{c.name}": "A" | "B" | "tie"' for c in criteria)

@@ -35,6 +35,7 @@ from .cases import Case, cases_range, load_cases
 from .checks import Check, make_rollout
 from .edges import edge_checks
 from .judge import Judgement, judge
+from .judge_probes import judge_probe_rows
 from .kinds import DETECTABLE_KINDS, KIND_NAMES, Kind, make_kind, pad_settings
 from .probes import probe_checks
 from .profiles import default_params, finite_range, rubric_profile, signature_defaults
@@ -201,6 +202,9 @@ def run_reward_tests(
         engine.check()
         scorer = _Scorer(engine, has_async)
         _run(scorer, report, candidates, detecting, case_list, edges, probes)
+        if probes:  # a rubric with LLM judges: completions that try to sway them
+            report.rows.extend(judge_probe_rows(scorer, rubric,
+                                                [case.rollout for case in case_list]))
     report.seconds = time.perf_counter() - started
     return report
 

@@ -27,6 +27,8 @@ FAILURES = {
     "full-credit": "a hack or an answer-free completion got full credit",
     "differs-from-text": "chat messages scored differently from the same text as a string",
     "not-above-wrong": "a correct answer did not score above a wrong one",
+    "swayed": "a judge probe (an injected instruction, a fake delimiter, self-praise, padding) "
+              "raised a judged grade",
 }
 
 
