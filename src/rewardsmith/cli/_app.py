@@ -34,6 +34,9 @@ app = typer.Typer(
 )
 
 
+_PIPE_WIDTH = 1000
+
+
 class _LazyConsole:
     """A rich ``Console`` made on first use: rich's console module costs a tenth of the CLI's
     start-up, and a quiet run to a file never prints through it."""
@@ -44,9 +47,16 @@ class _LazyConsole:
 
     def resolve(self) -> Console:
         if self._console is None:
+            import os
+
             from rich import console as rich_console
 
-            self._console = rich_console.Console(stderr=self._stderr)
+            made = rich_console.Console(stderr=self._stderr)
+            if not made.is_terminal and "COLUMNS" not in os.environ:
+                # Piped or redirected: no screen to fit, so tables keep whole values (run ids,
+                # headers) instead of folding them at rich's default 80 columns.
+                made.width = _PIPE_WIDTH
+            self._console = made
         return self._console
 
     def __getattr__(self, name: str) -> Any:
