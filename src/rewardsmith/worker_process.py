@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 
 import cloudpickle
 
+from .deadline import Abandoned, await_within
 from .proctree import descendants
 from .resultlog import LogWriter
 
@@ -50,6 +51,8 @@ SLOT_SIZE = 3
 HALF = 4 << 20
 IN_BUFFER = b"\x00"
 _WATCH_SECONDS = 0.2
+# How long one step of an abandoned async call may block its worker's loop.
+_ABANDONED_STEP = 1.0
 
 
 class LateResult(Exception):
@@ -170,8 +173,9 @@ def worker_main(conn: Any, slot: Any, buffer: Any, log_block: Any, owner: int) -
                     values, failures = runner.run(program, shared, items, limits)
                 else:
                     values, failures = _run_batch(program, shared, items, view, log)
-                recycle = any(isinstance(f, tuple) and "MemoryError" in str(f[1])
-                              for f in failures.values())
+                recycle = bool(runner.abandoned) or any(
+                    isinstance(f, tuple) and "MemoryError" in str(f[1])
+                    for f in failures.values())
                 reply = _reply(values, failures, recycle)
             del message, raw
         finally:
@@ -294,13 +298,18 @@ class _Stepped:
 
     def __init__(self, coroutine: Any, index: int, started: float, view: Any):
         self.coroutine, self.index, self.started, self.view = coroutine, index, started, view
+        # Set once the call has been abandoned past its deadline: each later step then counts
+        # as started ``-shift`` seconds ago, so that one that blocks the loop for more than
+        # ``_ABANDONED_STEP`` seconds gets the worker killed.
+        self.shift: float | None = None
 
     def __await__(self) -> Generator[Any, Any, Any]:
         coroutine, view = self.coroutine, self.view
         sent: Any = None
         thrown: BaseException | None = None
         while True:
-            view[SLOT_START] = self.started
+            view[SLOT_START] = (self.started if self.shift is None
+                                else time.monotonic() + self.shift)
             view[SLOT_INDEX] = self.index
             try:
                 if thrown is not None:
@@ -321,11 +330,17 @@ class _Stepped:
 
 
 class _AsyncRunner:
-    """Runs a batch of async calls concurrently on this worker's own event loop."""
+    """Runs a batch of async calls concurrently on this worker's own event loop.
+
+    A call past its limit is abandoned when it does not stop on cancellation (see
+    ``rewardsmith.deadline``); ``abandoned`` then holds it, and the worker is replaced after
+    its batch, since nothing else can end a coroutine that will not stop.
+    """
 
     def __init__(self, view: Any, log: LogWriter):
         self.view, self.log = view, log
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.abandoned: set[asyncio.Future[Any]] = set()
 
     def run(self, program: Any, shared: Any, items: Sequence[Any],
             limits: tuple[Sequence[float], int]) -> tuple[list[Any], dict[int, tuple[int, Any]]]:
@@ -348,17 +363,21 @@ class _AsyncRunner:
             async with gate:
                 limit = float(times[index])
                 started = time.monotonic()
+                stepped: _Stepped | None = None
                 try:
-                    coroutine = program.start(items[index], rows)
-                    value = await asyncio.wait_for(
-                        _Stepped(coroutine, index, started, self.view), limit)
+                    stepped = _Stepped(program.start(items[index], rows), index, started,
+                                       self.view)
+                    value = await await_within(stepped, limit, self.abandoned)
                     if time.monotonic() - started > limit:
                         raise LateResult(f"timed out after {limit:g} s (returned too late)")
                     value = program.finish(items[index], value)
                     values[index] = value
                     self.log.record(index, (OK, value))
-                except asyncio.TimeoutError:
-                    failures[index] = (TIMEOUT, f"timed out after {limit:g} s")
+                except asyncio.TimeoutError as exc:
+                    if isinstance(exc, Abandoned) and stepped is not None:
+                        stepped.shift = _ABANDONED_STEP - limit
+                    note = " (it ignored its cancellation)" if isinstance(exc, Abandoned) else ""
+                    failures[index] = (TIMEOUT, f"timed out after {limit:g} s{note}")
                     self.log.record(index, failures[index])
                 except BaseException as exc:  # noqa: BLE001 - a failure is data
                     failures[index] = _failure_of(exc)

@@ -194,6 +194,13 @@ class _Job:
     future: Future[BatchResult]
     memory: Sequence[float] | None = None  # MB per call
     concurrency: int = 0  # > 0: async calls, this many at once in the worker
+    # A share of another job's calls, offered to idle workers: run by whichever driver takes
+    # this lock first (its owner takes it back if no other driver has).
+    claim: threading.Lock | None = None
+
+    def claimed(self) -> bool:
+        """Take this job for the calling driver; False when another driver has it."""
+        return self.claim is None or self.claim.acquire(blocking=False)
 
 
 @dataclass
@@ -382,6 +389,8 @@ class WorkerPool:
                     job, sent = self._queue.get(), False
                 if job is None:
                     return
+                if not job.claimed():
+                    continue  # a share its owner, or another driver, runs
                 try:
                     if worker is None or not worker.process.is_alive():
                         if worker is not None:  # exited on its own (after a MemoryError)
@@ -436,6 +445,8 @@ class WorkerPool:
         if job is None:
             ahead.stop = True
             return
+        if not job.claimed():
+            return
         ahead.job = job
         if job.key not in worker.known or len(worker.halves_used) != 1:
             return  # loading a program needs a round trip: sent when its turn comes
@@ -453,6 +464,7 @@ class WorkerPool:
         pending: list[int] | None = None  # None: every item, in order (the usual case)
         concurrency = job.concurrency
         number = worker.sent  # when already sent, the last batch sent to this worker
+        share: tuple[_Job, list[int]] | None = None  # calls offered to the other workers
         while True:
             todo = range(size) if pending is None else pending
             if not sent:
@@ -466,7 +478,10 @@ class WorkerPool:
             limits = job.limits if pending is None else [job.limits[i] for i in pending]
             memory = (job.memory if pending is None or job.memory is None
                       else [job.memory[i] for i in pending])
-            prefetch = functools.partial(self._send_ahead, worker, ahead)
+            # While a share is out, nothing more is sent ahead: taking the share back must be
+            # able to send it to this worker as its next batch.
+            prefetch = (functools.partial(self._send_ahead, worker, ahead) if share is None
+                        else _nothing)
             reply, failed_at, failure = self._wait(worker, limits, memory, number, prefetch)
             if reply is not None:
                 got_values, got_failures, flag = reply
@@ -506,10 +521,42 @@ class WorkerPool:
             # second blocking call cannot cut them off again.
             concurrency = min(concurrency, 1)
             worker = spare.replace(worker)
+            if share is None and len(pending) > 1 and self.size > 1 and not self._closed:
+                # A call that had to be killed makes the rest of its batch run one at a time
+                # (async) or on a fresh worker: half of what is left is offered to the others,
+                # so that calls which block their worker time out in parallel.
+                kept = len(pending) // 2
+                share = (self._offer(job, pending[kept:], concurrency), pending[kept:])
+                pending = pending[:kept]
             if not pending:
                 break
+        if share is not None:
+            worker = self._gather_share(worker, job, share, values, failures, ahead, spare)
         if not job.future.done():
             job.future.set_result(BatchResult(values, failures))
+        return worker
+
+    def _offer(self, job: _Job, indices: list[int], concurrency: int) -> _Job:
+        share = _Job(job.key, [job.items[i] for i in indices], [job.limits[i] for i in indices],
+                     job.shared, Future(),
+                     None if job.memory is None else [job.memory[i] for i in indices],
+                     concurrency, claim=threading.Lock())
+        self._queue.put(share)
+        return share
+
+    def _gather_share(self, worker: _Worker, job: _Job, share: tuple[_Job, list[int]],
+                      values: list[Any], failures: dict[int, Outcome], ahead: _Ahead,
+                      spare: _Spare) -> _Worker:
+        """The results of the calls offered to the other workers: run here when no other
+        driver took them, else waited for."""
+        offered, indices = share
+        if offered.claimed():
+            worker = self._run_job(worker, offered, False, ahead, spare)
+        result = offered.future.result()
+        for position, index in enumerate(indices):
+            values[index] = result.values[position]
+            if position in result.failures:
+                failures[index] = result.failures[position]
         return worker
 
     def _wait(self, worker: _Worker, limits: Sequence[float], memory: Sequence[float] | None,
@@ -663,6 +710,10 @@ class _Ahead:
         sent = target is not None and target is worker and worker.process.is_alive()
         self.job, self.worker = None, None
         return job, sent
+
+
+def _nothing() -> None:
+    return None
 
 
 class _Apply:

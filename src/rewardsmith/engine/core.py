@@ -86,16 +86,26 @@ class _LoopThread:
         if self.loop.is_closed():
             return
 
-        async def cancel_the_rest() -> None:
+        async def cancel_the_rest() -> bool:
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            # A task cancelled before and still running ignores its cancellation (an
+            # abandoned call): it is not waited for.
+            waited = [t for t in tasks if not _cancelling(t)]
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            if waited:
+                await asyncio.wait(waited, timeout=5)
+            return all(t.done() for t in tasks)
 
         try:
-            self.submit(cancel_the_rest()).result(timeout=5)
+            stopped = self.submit(cancel_the_rest()).result(timeout=6)
         except Exception:  # noqa: BLE001 - stopping goes on whatever the tasks did
-            pass
+            stopped = False
+        if not stopped:
+            # A coroutine that will not stop would spin when its loop is closed under it (its
+            # `except:` catches "Event loop is closed"): the loop is left running in its
+            # daemon thread, which ends with the process.
+            return
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
@@ -606,6 +616,13 @@ class Engine:
                     column[index] = value
                 else:
                     column[index] = to_component_result(value, component.reward_key)
+
+
+def _cancelling(task: asyncio.Task[Any]) -> int:
+    """How many cancellations ``task`` has been asked for (0 before Python 3.11, which does
+    not count them)."""
+    count = getattr(task, "cancelling", None)
+    return int(count()) if count is not None else 0
 
 
 def _now(coroutine: Any) -> Any:

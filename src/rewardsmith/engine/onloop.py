@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..calling import make_binder, make_group_binder, to_component_result
+from ..deadline import await_within
 from ..rubric import Component, Rubric
 from ..types import ComponentResult, Rollout, Status
 from ..workers import format_exception
@@ -29,6 +30,9 @@ class LoopRewards:
         self.max_concurrency = max_concurrency
         self._semaphore: asyncio.Semaphore | None = None
         self.calls = 0
+        # Calls past their timeout that ignored their cancellation: in this process nothing
+        # can stop them, so they are left cancelled on the loop and not waited for.
+        self.abandoned: set[asyncio.Future[Any]] = set()
 
     async def run(self, component: Component, batch: Batch,
                   results: dict[str, list[Cell]]) -> None:
@@ -57,7 +61,7 @@ class LoopRewards:
         async with self._semaphore:
             self.calls += 1
             try:
-                value = await asyncio.wait_for(binder(rollout), timeout)
+                value = await await_within(binder(rollout), timeout, self.abandoned)
                 column[index] = to_component_result(value, component.reward_key)
             except asyncio.TimeoutError:
                 column[index] = ComponentResult.failed(Status.TIMEOUT,
@@ -89,7 +93,7 @@ class LoopRewards:
                     what=f"component {component.name!r}")
                 if self.timing:
                     binder = timed_async_group(binder, component.reward_key)
-                raw = await asyncio.wait_for(binder(group), timeout)
+                raw = await await_within(binder(group), timeout, self.abandoned)
             for i, value in enumerate(group_results(raw, len(group), component.reward_key)):
                 column[offset + i] = value
         except asyncio.TimeoutError:
