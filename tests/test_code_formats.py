@@ -183,9 +183,23 @@ def test_evalplus_compares_floats_within_atol_and_tuples_exactly() -> None:
     assert code(far, {"test": test})["reward"] == 0.0
 
 
+def test_evalplus_raw_rows_use_their_inputs_not_the_original_humaneval_test() -> None:
+    answer = dict(EXAMPLES["evalplus_raw"]["answer"],
+                  test="def check(candidate):\n    assert candidate([1], 2) == [2]\n")
+    suite = parse_suite(answer, "python")
+    assert len(suite.tests) == 4 and suite.reference is not None
+    assert suite.tests[2].spec["expr"] == "scale(*[[0.1, 0.2], 3])"
+
+
 @pytest.mark.usefixtures("sandbox")
 def test_evalplus_raw_rows_take_outputs_from_the_canonical_solution() -> None:
     answer = EXAMPLES["evalplus_raw"]["answer"]
+    from rewardsmith.rewards.code import reference
+
+    before = len(reference._cache)
+    for _ in range(2):
+        assert code(fenced(EXAMPLES["evalplus_raw"]["right"]), answer)["reward"] == 1.0
+    assert len(reference._cache) <= before + 1  # the reference ran once for both programs
     broken = dict(answer, canonical_solution="    return [x / 0 for x in xs]\n")
     with pytest.raises(ValueError, match="reference solution fails test 0"):
         code(fenced(EXAMPLES["evalplus_raw"]["right"]), broken)

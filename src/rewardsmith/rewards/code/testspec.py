@@ -75,12 +75,12 @@ def _parse(data: Any, language: str) -> TestSuite:
         return code_contests(data)
     if "inputs" in data or "outputs" in data:
         return TestSuite(_inputs_outputs(data, language))
+    if any(key in data for key in RAW_KEYS):  # before 'test': raw rows keep HumanEval's too
+        return evalplus_raw(data, language)
     if "test" in data and (language == "python" or "test_list" not in data):
         tests = _test_code(data, language)
         if tests is not None:
             return TestSuite(tests)
-    if any(key in data for key in RAW_KEYS):
-        return evalplus_raw(data, language)
     for key in ("asserts", "test_list"):
         if key in data:
             return TestSuite(_assert_list(data, key, language))
