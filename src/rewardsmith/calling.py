@@ -8,9 +8,9 @@ parameter                  value
 completion, response       the completion's text (the last assistant message)
 answer, label, ground_truth the reference answer (any JSON value, may be None)
 prompt                     the prompt's text (the last user message)
-metadata                   the rollout's metadata dict
+metadata                   the rollout's metadata dict (read-only)
 truncated                  True when the completion was cut at the length limit
-rollout, sample            the whole ``Rollout``
+rollout, sample            the whole ``Rollout`` (a read-only ``RolloutView``)
 id, group                  the rollout's id and group
 **kwargs                   all of the above, by their first names
 =========================  ==========================================================
@@ -18,6 +18,10 @@ id, group                  the rollout's id and group
 A *group* reward (declared with ``@group_reward``) gets the plural names (``completions``,
 ``answers``/``labels``, ``prompts``, ``metadatas``, ``truncateds``, ``rollouts``/``samples``)
 for the whole group and returns one value per rollout.
+
+Nothing a reward is given can be changed by it (``frozen``): ``answer`` and ``metadata`` are
+read-only dicts and lists, the rollout a read-only view, so no reward changes what another
+reward, or a later rescore, sees.
 
 It returns a number or bool, None (abstain: the rollout is masked), a dict (``reward_key`` names
 the value; other numeric keys become metrics), a ``Score`` or a ``ComponentResult``.
@@ -66,8 +70,9 @@ _SINGLE_FIELDS: dict[str, Callable[[Rollout], Any]] = {
     "prompt": lambda r: r.prompt_text,
     "metadata": lambda r: r.metadata,
     "truncated": lambda r: r.truncated,
-    "rollout": lambda r: r,
-    "sample": lambda r: r,
+    # A view whose attributes cannot be set (its containers are read-only already).
+    "rollout": lambda r: r.view(),
+    "sample": lambda r: r.view(),
     "id": lambda r: r.id,
     "group": lambda r: r.group,
     # slime/Miles rewards are written as custom_rm(args, sample): they get no run arguments here.
@@ -87,8 +92,8 @@ _GROUP_FIELDS: dict[str, Callable[[Sequence[Rollout]], Any]] = {
     "prompts": lambda rs: [r.prompt_text for r in rs],
     "metadatas": lambda rs: [r.metadata for r in rs],
     "truncateds": lambda rs: [r.truncated for r in rs],
-    "rollouts": lambda rs: list(rs),
-    "samples": lambda rs: list(rs),
+    "rollouts": lambda rs: [r.view() for r in rs],
+    "samples": lambda rs: [r.view() for r in rs],
     "ids": lambda rs: [r.id for r in rs],
 }
 _GROUP_KWARGS_FIELDS = ("completions", "answers", "prompts", "metadatas", "truncateds", "rollouts")

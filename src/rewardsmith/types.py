@@ -10,9 +10,12 @@ from enum import Enum
 from json.encoder import encode_basestring
 from typing import Any
 
+from .frozen import EMPTY, FrozenDict, freeze
+
 __all__ = [
     "Message",
     "Rollout",
+    "RolloutView",
     "Score",
     "Status",
     "ComponentResult",
@@ -121,12 +124,17 @@ def content_json_of(prompt: Any, completion: Any, answer: Any, metadata: Any,
     return stable_json([prompt, completion, answer, metadata, truncated])
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Rollout:
     """One completion of one prompt, with what is needed to grade it.
 
     ``group`` is the prompt group GRPO normalizes over. ``prompt`` and ``completion`` are text or
     chat messages; ``text`` is what a reward grades (the last assistant message).
+
+    ``answer``, ``metadata`` and chat messages are made read-only here (``frozen.freeze``: still
+    a ``dict`` or ``list``, but nothing can change them), and a reward that asks for the whole
+    rollout gets a ``RolloutView`` whose attributes cannot be set: no reward can change what
+    another reward, or a later rescore, sees.
     """
 
     id: str
@@ -136,6 +144,26 @@ class Rollout:
     answer: Any = None
     metadata: dict[str, Any] = field(default_factory=dict)
     truncated: bool = False
+
+    def __init__(self, id: str, group: str, prompt: TextOrMessages = "",
+                 completion: TextOrMessages = "", answer: Any = None,
+                 metadata: dict[str, Any] = EMPTY, truncated: bool = False) -> None:
+        # Written out (no __post_init__, no call for plain text) to keep building a rollout
+        # as cheap as before: the common fields are strings and an empty metadata.
+        self.id = id
+        self.group = group
+        self.prompt = prompt if type(prompt) is str else freeze(prompt)
+        self.completion = completion if type(completion) is str else freeze(completion)
+        self.answer = answer if type(answer) is str or answer is None else freeze(answer)
+        self.metadata = metadata if type(metadata) is FrozenDict else freeze(metadata)
+        self.truncated = truncated
+
+    def view(self) -> RolloutView:
+        """This rollout as a reward gets it: the same fields, none of which can be set."""
+        view = object.__new__(RolloutView)
+        for name in _FIELDS:
+            _SET[name](view, getattr(self, name))
+        return view
 
     @property
     def text(self) -> str:
@@ -177,6 +205,25 @@ class Rollout:
             "metadata": self.metadata,
             "truncated": self.truncated,
         }
+
+
+class RolloutView(Rollout):
+    """A ``Rollout`` whose attributes cannot be set or deleted: what a reward that asks for
+    ``rollout`` (or ``rollouts``) gets. Its containers are the rollout's read-only ones."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot set {name!r}: a rollout given to a reward is read-only "
+                             f"(make a new one with dataclasses.replace(rollout, ...))")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete {name!r}: a rollout given to a reward is read-only")
+
+
+_FIELDS = ("id", "group", "prompt", "completion", "answer", "metadata", "truncated")
+# The slots' own setters: a view is filled without going through its refusing __setattr__.
+_SET = {name: getattr(Rollout, name).__set__ for name in _FIELDS}
 
 
 @dataclass(slots=True)
