@@ -126,6 +126,9 @@ class _Boom:
     ({"base_input": [[1]], "entry_point": "f"}, "canonical_solution"),
     ({"plus_input": [1], "entry_point": "f", "canonical_solution": "def f(x): return x"},
      "list of argument lists"),
+    ({"test_cases": [{"input": "1", "output": "1", "type": "checker"}]}, "type 'checker'"),
+    ({"test_cases": [{"input": [1], "output": [1], "type": "function_call"}]}, "fn_name"),
+    ({"verification_info": "{not json"}, "'verification_info' is not JSON"),
     ({"tests": [1, 2]}, "unknown test format"),
 ])
 def test_a_format_that_cannot_be_read_is_an_error_naming_it(answer: Any, message: str) -> None:

@@ -6,6 +6,9 @@
   "testtype": "functional" | "stdin"}``; a functional test's input is one JSON value a line
   (the arguments), its output one JSON value; the function's name is in ``metadata``
   (``{"func_name": ...}``, often a JSON string) of the problem or of each test.
+- PrimeIntellect's verifiable coding problems (``verification_info``, also in open-r1's
+  copies): ``{"language", "test_cases": [{"type": "stdin_stdout" | "function_call", "input",
+  "output", "fn_name"}]}``; a function call's input is the argument list.
 - CodeContests (``deepmind/code_contests``): ``public_tests`` / ``private_tests`` /
   ``generated_tests``, each ``{"input": [...], "output": [...]}``, with the problem's
   ``time_limit`` (``{"seconds", "nanos"}``) and ``memory_limit_bytes``.
@@ -25,10 +28,12 @@ from typing import Any
 
 from .cases import CodeTest, TestSuite, call_test, function_name, loads, mapping, stdin_test
 
-__all__ = ["LCB_KEYS", "CONTESTS_KEYS", "code_contests", "livecodebench", "lcb_rows"]
+__all__ = ["LCB_KEYS", "CONTESTS_KEYS", "PRIME_TYPES", "code_contests", "lcb_rows",
+           "livecodebench", "verification_info"]
 
 LCB_KEYS = ("public_test_cases", "private_test_cases")
 CONTESTS_KEYS = ("public_tests", "private_tests", "generated_tests")
+PRIME_TYPES = ("stdin_stdout", "function_call")
 # LiveCodeBench's compressed private tests reach tens of MB; refuse what is far past that.
 _MAX_DECOMPRESSED = 512 << 20
 
@@ -132,6 +137,33 @@ def livecodebench(data: Mapping[str, Any] | Sequence[Any], language: str) -> lis
         problem_fn = None
         rows = [(f"test {index}", row) for index, row in enumerate(data)]
     return [_lcb_test(row, what, problem_fn, language) for what, row in rows]
+
+
+def _prime_test(row: Any, what: str, language: str) -> CodeTest:
+    if not isinstance(row, Mapping) or "input" not in row or "output" not in row:
+        raise ValueError(f"{what}: expected an object with 'type', 'input' and 'output'")
+    kind = row.get("type", "stdin_stdout")
+    if kind == "stdin_stdout":
+        return stdin_test(row["input"], row["output"], what)
+    if kind != "function_call":
+        raise ValueError(f"{what}: type {kind!r} is not 'stdin_stdout' or 'function_call'")
+    if language == "cpp":
+        raise ValueError("function-call tests need python or javascript, not cpp")
+    fn = function_name(row.get("fn_name"), f"{what}: fn_name")
+    args = loads(row["input"], f"{what}: input")
+    # As in APPS/TACO, which these rows come from: an argument list, the output maybe wrapped.
+    return call_test(fn, list(args) if isinstance(args, list) else [args],
+                     loads(row["output"], f"{what}: output"), "json")
+
+
+def verification_info(data: Mapping[str, Any] | Sequence[Any], language: str) -> list[CodeTest]:
+    """PrimeIntellect's ``verification_info`` (or its list of ``test_cases``)."""
+    rows = data.get("test_cases") if isinstance(data, Mapping) else data
+    rows = loads(rows, "test_cases")
+    if not isinstance(rows, list):
+        raise ValueError(f"test_cases must be a list of tests, not {type(rows).__name__}")
+    return [_prime_test(row, f"test_cases[{index}]", language)
+            for index, row in enumerate(rows)]
 
 
 def _seconds(value: Any) -> float | None:

@@ -26,7 +26,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .cases import CodeTest, TestSuite, function_name, loads, stdin_test
-from .datasets import CONTESTS_KEYS, LCB_KEYS, code_contests, livecodebench
+from .datasets import (
+    CONTESTS_KEYS,
+    LCB_KEYS,
+    PRIME_TYPES,
+    code_contests,
+    livecodebench,
+    verification_info,
+)
 from .evalplus import RAW_KEYS, evalplus_raw, evalplus_test
 
 __all__ = ["CodeTest", "TestSuite", "parse_suite", "parse_tests"]
@@ -63,6 +70,8 @@ def _parse(data: Any, language: str) -> TestSuite:
     if isinstance(data, list):
         if any(isinstance(row, Mapping) and "testtype" in row for row in data):
             return TestSuite(livecodebench(data, language))
+        if any(isinstance(row, Mapping) and row.get("type") in PRIME_TYPES for row in data):
+            return TestSuite(verification_info(data, language))
         return TestSuite(_io_pairs(data))
     if not isinstance(data, Mapping):
         raise ValueError(f"the reference tests must be a JSON object or list, "
@@ -73,6 +82,10 @@ def _parse(data: Any, language: str) -> TestSuite:
         return TestSuite(livecodebench(data, language))
     if any(key in data for key in CONTESTS_KEYS):
         return code_contests(data)
+    if "verification_info" in data:
+        return _parse(loads(data["verification_info"], "'verification_info'"), language)
+    if "test_cases" in data:
+        return TestSuite(verification_info(data, language))
     if "inputs" in data or "outputs" in data:
         return TestSuite(_inputs_outputs(data, language))
     if any(key in data for key in RAW_KEYS):  # before 'test': raw rows keep HumanEval's too
@@ -87,6 +100,7 @@ def _parse(data: Any, language: str) -> TestSuite:
     raise ValueError(f"unknown test format: keys {sorted(map(str, data))}; expected inputs/"
                      f"outputs (with fn_name for calls), input_output (APPS/TACO), "
                      f"public_test_cases (LiveCodeBench), public_tests (CodeContests), "
+                     f"test_cases (PrimeIntellect verification_info), "
                      f"test/entry_point (HumanEval, EvalPlus), plus_input (EvalPlus) or "
                      f"asserts/test_list (MBPP)")
 
