@@ -27,7 +27,14 @@ def test_python_code_reward_passes_every_check_and_probe() -> None:
     for cheat in ("exits before the asserts run", "an object equal to everything, against calls",
                   "builtins and assert monkeypatched", "kill every process, then a guess",
                   "the expected outputs looked up in the files it can see",
-                  "a daemon that answers after the test"):
+                  "a daemon that answers after the test",
+                  "builtins the asserts use shadowed", "builtins a HumanEval check uses shadowed",
+                  "a module attribute the asserts use patched",
+                  "the expected value looked up on the stack and heap",
+                  "an earlier test's input kept in /tmp",
+                  "the work folder broken after the first test", "a forged value channel",
+                  "a number the host cannot compare",
+                  "memory held outside the heap past the limit"):
         assert f"probe: {cheat}" in probes or cheat in probes, sorted(probes)
     calibration = {r.name: r.value for r in report.rows if r.section == "calibration"}
     assert calibration["code: a correct answer"] == 1.0
@@ -41,6 +48,9 @@ def test_each_language_has_its_own_probes() -> None:
         assert kind.language == language and f"```{language}" in kind.correct
         names = [name for name, *_ in code_probes(kind)]
         assert "exits before its output" in names and len(names) == len(set(names))
+        assert any("past the limit" in name for name in names), names
+    cpp = [name for name, *_ in code_probes(code_kind({"language": "cpp"}))]
+    assert "a compile that never ends" in cpp
     assert code_kind({"language": "fortran"}).language == "python"
 
 

@@ -14,6 +14,15 @@ builtins and assert monkeypatched            ``builtins.len``, ``AssertionError`
 the expected outputs looked up               searches the files it can see for the answers
 kill every process, then a guess             ``kill(-1, SIGKILL)``, then prints a guess
 a daemon that answers later                  a detached process prints the answer afterwards
+a builtin / module the tests use shadowed    ``sorted``, ``abs``, ``range`` defined by the
+                                             program; ``math.isclose`` patched
+the expected value found on the stack        walks the caller's frames and the heap
+an earlier test's input kept in /tmp         each answer is the other test's input
+the work folder broken, a forged channel     must be a failed test (status ok), not an error
+a number the host cannot compare             ``10**400`` where a number is expected
+memory held outside the heap                 /dev/shm, /tmp, memfds (C++: /dev/shm; JS:
+                                             Buffers) past the memory limit, then the answer
+a compile that never ends (C++)              a ``constexpr`` double loop
 ===========================================  ================================================
 """
 
@@ -82,6 +91,73 @@ _KILL_ALL = ("import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept O
 _DAEMON = ("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(0.2)\n"
            "    print(42, flush=True)\n    os._exit(0)\n")
 
+_SHADOWED = ("def sorted(x):\n    return [3, 42]\ndef abs(x):\n    return 0\n"
+             "def range(*a):\n    return []\ndef add(a, b):\n    return 0\n")
+_SHADOW_TESTS = {"asserts": ["assert sorted([add(40, 2), add(1, 2)]) == [3, 42]",
+                             "assert abs(add(1, 2) - 3) < 1e-9"]}
+# Sums no constant of the runner's code equals, so a program that returns whatever int it
+# finds on the stack or heap cannot pass by luck.
+_STACK_TESTS = {"asserts": ["assert sorted([add(40961, 3), add(7717, 2)]) == [7719, 40964]",
+                            "assert abs(add(52361, 11) - 52372) < 1e-9"]}
+_HUMANEVAL_LOOP = {"entry_point": "add", "test": (
+    "def check(candidate):\n"
+    "    for i in range(3):\n"
+    "        assert abs(candidate(i, 2) - (i + 2)) < 1e-9\n")}
+_PATCHED_MODULE = ("import math\nmath.isclose = lambda *a, **k: True\n"
+                   "def add(a, b):\n    return 0\n")
+_MODULE_TESTS = {"asserts": ["assert math.isclose(add(1, 2), 3)"]}
+_STACK = ("import gc, sys\n"
+          "def add(a, b):\n"
+          "    frame = sys._getframe(1)\n"
+          "    while frame is not None:\n"
+          "        for v in list(frame.f_locals.values()) + list(frame.f_code.co_consts):\n"
+          "            if type(v) is int and v not in (a, b):\n"
+          "                return v\n"
+          "        frame = frame.f_back\n"
+          "    return next((o for o in gc.get_objects() if type(o) is int), 0)\n")
+_KEPT_INPUT = ("import os\nseen = input().strip()\n"
+               "kept = [n for n in os.listdir('/tmp') if n.startswith('seen-')]\n"
+               "open('/tmp/seen-' + seen, 'w').close()\n"
+               "print(kept[0][5:] if kept else 0)\n")
+_SWAPPED = {"inputs": ["5\n", "7\n"], "outputs": ["7\n", "5\n"]}
+_BREAK_WORK = ("import os\nfor step in (lambda: os.rename('/tmp/rs-work', '/tmp/gone'),\n"
+               "             lambda: os.chmod('/tmp', 0o500)):\n"
+               "    try:\n        step()\n    except OSError:\n        pass\n"
+               "print(0)\n")
+_FORGED = ("import os\nos.write(3, b'{\"value\": ' + b'[' * 5000 + b']' * 5000 + b'}')\n"
+           "os._exit(0)\n")
+_HUGE = "def add(a, b):\n    return 10 ** 400\n"
+_HOLD = ("import os\nheld = 0\nchunk = b'x' * (10 << 20)\n"
+         "def hold(open_one):\n    global held\n"
+         "    try:\n        while held < 1200:\n            open_one(held)\n"
+         "            held += 10\n    except OSError:\n        pass\n"
+         "def shm(n):\n    with open(f'/dev/shm/h{n}', 'wb') as f:\n        f.write(chunk)\n"
+         "def tmp(n):\n    with open(f'/tmp/h{n}', 'wb') as f:\n        f.write(chunk)\n"
+         "fds = []\n"
+         "def memfd(n):\n    fd = os.memfd_create('h')\n    os.write(fd, chunk)\n"
+         "    fds.append(fd)\n"
+         "for way in (shm, tmp, memfd):\n    hold(way)\n"
+         "a, b = map(int, input().split())\nprint(a + b if held >= 1200 else 0)\n")
+_CPP_HOLD = ("#include <cstdio>\n#include <iostream>\nint main() {\n"
+             "  static char chunk[10 << 20];\n  int held = 0;\n"
+             "  for (int n = 0; n < 120; ++n) {\n"
+             "    char path[64]; std::snprintf(path, sizeof path, \"/dev/shm/h%d\", n);\n"
+             "    FILE* f = std::fopen(path, \"wb\");\n"
+             "    if (!f || std::fwrite(chunk, 1, sizeof chunk, f) != sizeof chunk) break;\n"
+             "    std::fclose(f); held += 10;\n  }\n"
+             "  long long a, b; std::cin >> a >> b;\n"
+             "  std::cout << (held >= 1200 ? a + b : 0) << std::endl;\n}\n")
+_CONSTEXPR = ("#include <iostream>\nconstexpr long long spin() {\n  long long s = 0;\n"
+              "  for (long long i = 0; i < 200000; ++i)\n"
+              "    for (long long j = 0; j < 200000; ++j) s += i ^ j;\n  return s;\n}\n"
+              "constexpr long long value = spin();\n"
+              "int main() { long long a, b; std::cin >> a >> b;\n"
+              "  std::cout << a + b + value * 0 << std::endl; }\n")
+_JS_HOLD = ("const held = [];\ntry { for (let i = 0; i < 120; i++) "
+            "held.push(Buffer.alloc(10 << 20, 1)); } catch (e) {}\n"
+            "const [a, b] = require('fs').readFileSync(0, 'utf8').trim().split(/\\s+/)"
+            ".map(Number);\nconsole.log(held.length >= 120 ? a + b : 0);\n")
+
 _LANGUAGE_PROBES: dict[str, list[tuple[str, str]]] = {
     "python": [("the first example's output, always", "print(3)\n"),
                ("every candidate output at once", "print(3)\nprint(42)\nprint(0)\n"),
@@ -90,17 +166,21 @@ _LANGUAGE_PROBES: dict[str, list[tuple[str, str]]] = {
                ("exits before its output", "import sys\nsys.exit(0)\n"),
                ("the expected outputs looked up in the files it can see", _LOOK_UP),
                ("kill every process, then a guess", _KILL_ALL),
-               ("a daemon that answers after the test", _DAEMON)],
+               ("a daemon that answers after the test", _DAEMON),
+               ("memory held outside the heap past the limit", _HOLD)],
     "cpp": [("the first example's output, always",
              "#include <iostream>\nint main() { std::cout << 3 << std::endl; }\n"),
             ("exits before its output", "int main() { return 0; }\n"),
             ("kill every process, then a guess",
              "#include <csignal>\n#include <iostream>\nint main() { kill(-1, SIGKILL); "
-             "std::cout << 3 << std::endl; }\n")],
+             "std::cout << 3 << std::endl; }\n"),
+            ("memory held in /dev/shm past the limit", _CPP_HOLD),
+            ("a compile that never ends", _CONSTEXPR)],
     "javascript": [("the first example's output, always", "console.log(3);\n"),
                    ("exits before its output", "process.exit(0);\n"),
                    ("kill every process, then a guess",
-                    "try { process.kill(-1, 'SIGKILL'); } catch (e) {}\nconsole.log(3);\n")],
+                    "try { process.kill(-1, 'SIGKILL'); } catch (e) {}\nconsole.log(3);\n"),
+                   ("buffers held outside the heap past the limit", _JS_HOLD)],
 }
 
 
@@ -120,5 +200,19 @@ def code_probes(kind: Kind) -> list[tuple[str, Any, Any, Any]]:
              _fence(language, _EQUAL_TO_ALL), _CALLS, None),
             ("builtins and assert monkeypatched", _fence(language, _PATCHED),
              {"asserts": ["assert len(add(1, 2)) == 3", "assert add(1, 2) in (3,)"]}, None),
+            ("builtins the asserts use shadowed", _fence(language, _SHADOWED), _SHADOW_TESTS,
+             None),
+            ("builtins a HumanEval check uses shadowed", _fence(language, _SHADOWED),
+             _HUMANEVAL_LOOP, None),
+            ("a module attribute the asserts use patched", _fence(language, _PATCHED_MODULE),
+             _MODULE_TESTS, None),
+            ("the expected value looked up on the stack and heap", _fence(language, _STACK),
+             _STACK_TESTS, None),
+            ("an earlier test's input kept in /tmp", _fence(language, _KEPT_INPUT), _SWAPPED,
+             None),
+            ("the work folder broken after the first test", _fence(language, _BREAK_WORK),
+             None, None),
+            ("a forged value channel", _fence(language, _FORGED), _CALLS, None),
+            ("a number the host cannot compare", _fence(language, _HUGE), _CALLS, None),
         ]
     return out

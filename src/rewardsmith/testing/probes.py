@@ -31,8 +31,11 @@ tag soup: ...                              mismatched, reversed, nested, unclose
                                            inside them; text before them
 padded to the length limit (and cut)       a correct answer padded to the limit        length
 cheats and escapes (see ``code_kinds``)    early exit, ``__eq__`` always True, patched  code
-                                           builtins, kill -1, a daemon, looking up the
-                                           expected outputs
+                                           or shadowed builtins and modules, kill -1, a
+                                           daemon, looking up the expected outputs (files,
+                                           stack, an earlier test's /tmp), failures made
+                                           errors, memory outside the heap, endless
+                                           compiles
 =========================================  ==========================================  ==============
 """
 
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .agent_kinds import AGENT_KINDS, agent_probes
 from .checks import Check, make_rollout
 from .code_kinds import CODE_KINDS, code_probes
 from .kinds import NUMBER, Kind, filler
@@ -76,6 +80,9 @@ def probe_checks(kind: Kind) -> list[Check]:
     elif kind.name in CODE_KINDS:
         for name, completion, answer, prompt in code_probes(kind):
             add(name, completion, prompt=prompt, answer=answer)
+    elif kind.name in AGENT_KINDS:
+        for name, completion, truncated in agent_probes(kind):
+            add(name, completion, truncated=truncated)
     elif kind.name == "length":
         answer = "The answer is 42."
         if kind.pad_unit == "words":
