@@ -54,10 +54,16 @@ class ScoreJob:
     trainer: str | None = None
     # Record each component's call time: in each score's ``timing``, the store and the summary.
     timing: bool = False
+    # A file whose groups are written two ways (with and without ``group``, ``1`` and ``"1"``)
+    # is refused (``io.MixedGroups``); otherwise ``read`` lists it in ``input_warnings``.
+    strict_groups: bool = False
+    input_warnings: list[str] = field(default_factory=list)
 
     def read(self, path: str | Path) -> tuple[list[Rollout], list[str]]:
         bad: list[InputError] = []
-        rollouts = read_rollouts_any(path, on_bad_line=self.on_bad_line, bad_lines=bad)
+        rollouts = read_rollouts_any(path, on_bad_line=self.on_bad_line, bad_lines=bad,
+                                     strict_groups=self.strict_groups,
+                                     warnings=self.input_warnings)
         return rollouts, [str(e) for e in bad]
 
     def run(

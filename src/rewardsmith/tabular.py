@@ -21,12 +21,13 @@ from .errors import ConfigError, InputError
 from .files.atomic import atomic_path, atomic_text
 from .gcpause import gc_paused
 from .io import (
+    GroupCheck,
     OnBadLine,
     RolloutReader,
     UniqueIds,
     read_json_objects,
     read_scores,
-    rollout_from_dict,
+    rollout_and_group,
     score_line,
 )
 from .types import Rollout, Score
@@ -103,14 +104,17 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
 
 def read_rollouts_parquet(path: str | Path, *, on_bad_line: OnBadLine = "fail",
-                          bad_lines: list[InputError] | None = None) -> list[Rollout]:
+                          bad_lines: list[InputError] | None = None, strict_groups: bool = False,
+                          warnings: list[str] | None = None) -> list[Rollout]:
     """Rollouts from a Parquet file; a bad row raises (or, with ``on_bad_line="skip"``, is
-    added to ``bad_lines``) naming its 1-based row number."""
+    added to ``bad_lines``) naming its 1-based row number. Groups written two ways (see
+    ``io.GroupCheck``) raise with ``strict_groups``, else are added to ``warnings``."""
     out = []
     ids = UniqueIds(str(path), unit="row")
+    groups = GroupCheck(str(path), unit="row")
     for number, row in enumerate(_read_rows(path), start=1):
         try:
-            rollout = rollout_from_dict(row, default_id=str(number))
+            rollout, written = rollout_and_group(row, str(number))
         except (ValueError, TypeError) as exc:
             error = InputError(f"row {number}: {exc}", source=str(path))
             if on_bad_line == "fail":
@@ -122,20 +126,28 @@ def read_rollouts_parquet(path: str | Path, *, on_bad_line: OnBadLine = "fail",
             ids.add(rollout.id, number)
         except InputError as exc:
             raise InputError(f"row {number}: {exc.reason}", source=str(path)) from None
+        groups.add(number, written)
         out.append(rollout)
+    groups.finish(strict_groups, warnings)
     return out
 
 
 def read_rollouts_any(path: str | Path, *, on_bad_line: OnBadLine = "fail",
-                      bad_lines: list[InputError] | None = None) -> list[Rollout]:
-    """Rollouts from Parquet (``.parquet``/``.pq``) or JSONL (anything else)."""
+                      bad_lines: list[InputError] | None = None, strict_groups: bool = False,
+                      warnings: list[str] | None = None) -> list[Rollout]:
+    """Rollouts from Parquet (``.parquet``/``.pq``) or JSONL (anything else). A file whose
+    groups are written two ways is a ``MixedGroups`` error with ``strict_groups``, else a line
+    each in ``warnings``."""
     if is_parquet(path):
-        return read_rollouts_parquet(path, on_bad_line=on_bad_line, bad_lines=bad_lines)
-    reader = RolloutReader(str(path), on_bad_line)
+        return read_rollouts_parquet(path, on_bad_line=on_bad_line, bad_lines=bad_lines,
+                                     strict_groups=strict_groups, warnings=warnings)
+    reader = RolloutReader(str(path), on_bad_line, strict_groups=strict_groups)
     with gc_paused():  # a file's rollouts form no reference cycles: no collector passes
         rollouts = list(reader.read(path))
     if bad_lines is not None:
         bad_lines.extend(reader.bad_lines)
+    if warnings is not None:
+        warnings.extend(reader.warnings)
     return rollouts
 
 

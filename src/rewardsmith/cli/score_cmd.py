@@ -110,6 +110,11 @@ def score(
     on_bad_line: str = typer.Option("fail", "--on-bad-line",
                                     help="'fail' stops at the first unreadable line; 'skip' "
                                     "reports it and goes on."),
+    strict_groups: bool = typer.Option(False, "--strict-groups",
+                                       help="Refuse a file whose groups are written two ways "
+                                       "(some rollouts with a group and some without, or 1 "
+                                       "and \"1\"), exit 2; without it, a warning naming "
+                                       "the lines."),
     workers: int | None = typer.Option(None, "--workers", "-w", min=0,
                                        help="Worker processes (default: one per core; 0 runs "
                                        "in-process without hard timeouts)."),
@@ -154,6 +159,11 @@ def score(
 
     if on_bad_line not in ("fail", "skip"):
         raise fail(f"--on-bad-line must be 'fail' or 'skip', not {on_bad_line!r}")
+    # Made absolute before any reward runs: one that changes this process's folder cannot
+    # move the results or the store.
+    rollouts, store = rollouts.absolute(), store.absolute()
+    if output != "-":
+        output = str(Path(output).absolute())
     refuse_output_over_input(output, [("the rollouts file", rollouts), ("the rubric", rubric),
                                       ("the store", None if no_store else store)])
     if not no_store:
@@ -173,8 +183,11 @@ def score(
                    on_bad_line=on_bad_line, keep_scores=is_parquet(output),  # type: ignore[arg-type]
                    trainer=_trainer_name(trainer), advantage_method=_method_name(advantage),
                    store=None if no_store else str(store), timing=timing,
-                   post_process=None if tracked is None else tracked.observe)
+                   post_process=None if tracked is None else tracked.observe,
+                   strict_groups=strict_groups)
     items, bad_lines = job.read(rollouts)
+    for warning in job.input_warnings:
+        err_console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if not items and not bad_lines and not allow_empty:
         raise fail(f"{str(rollouts)!r} holds no rollouts (an empty file); pass --allow-empty "
                    f"to score it anyway")
