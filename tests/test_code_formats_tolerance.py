@@ -96,9 +96,12 @@ def test_in_every_format_an_integer_off_by_6999_fails(tests: Any, off: str, floa
 
 @pytest.mark.usefixtures("sandbox")
 def test_the_off_by_one_probe_earns_nothing_under_a_wide_tolerance() -> None:
-    from rewardsmith.testing import run_reward_tests
+    from rewardsmith.testing.code_kinds import code_kind, code_probes
 
-    report = run_reward_tests("code", params={"float_tolerance": 10.0}, workers=2)
-    assert report.passed, [(r.name, r.failures, r.got) for r in report.failed]
-    probe = [r for r in report.rows if "off by one" in r.name]
-    assert len(probe) == 1 and probe[0].section == "probe", [r.name for r in report.rows]
+    kind = code_kind({})
+    probes = {name: completion for name, completion, *_ in code_probes(kind)}
+    probe = [completion for name, completion in probes.items() if "off by one" in name]
+    assert len(probe) == 1, sorted(probes)
+    assert code(kind.correct, kind.label, float_tolerance=10.0)["reward"] == 1.0
+    result = code(probe[0], kind.label, float_tolerance=10.0)
+    assert result["reward"] == 0.0 and result["wrong"] == 3.0, result
