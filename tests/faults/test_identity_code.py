@@ -284,3 +284,26 @@ def test_changed_code_names_added_removed_and_upgraded() -> None:
     before = {"a.py": "1", "b.py": "2", "numpy==": "numpy==1.0"}
     now = {"a.py": "1", "c.py": "3", "numpy==": "numpy==2.0"}
     assert changed_code(before, now) == ["- b.py", "+ c.py", "numpy numpy==1.0 -> numpy==2.0"]
+
+
+class _Grader:
+    """An evaluator as the engine sees one (a judge criterion, say)."""
+
+    def identity(self) -> str:
+        return "grader-v1"
+
+    async def evaluate(self, rollouts: Any) -> list[Any]:
+        return []
+
+
+def test_an_evaluators_identity_is_what_it_was_unless_a_version_is_given() -> None:
+    """Judge verdicts are paid for: their stored identity must not move when nothing changed
+    (it is made as before this fingerprint existed), only when ``version`` is given."""
+    from rewardsmith import Component
+    from rewardsmith.types import content_hash
+
+    plain = Rubric([Component("grade", evaluator=_Grader())]).components[0]
+    assert plain.identity() == content_hash("evaluator", "grader-v1", length=24)
+    versioned = Rubric([Component("grade", evaluator=_Grader(), version="2")]).components[0]
+    assert versioned.identity() != plain.identity()
+    assert plain.code() is None
