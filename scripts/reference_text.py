@@ -171,6 +171,8 @@ ENVIRONMENT: dict[str, str] = {
     "REWARDSMITH_DRIFT": "`on` (or component pairs to follow, `correct~judge,format~judge`): "
     "each scoring call a trainer adapter makes is a step of a drift watch, one per process; "
     "warnings go to the `rewardsmith.drift` logger, figures to the adapters' trackers.",
+    "REWARDSMITH_NO_CGROUP": "`1`: code rewards make no memory cgroup per program even where "
+    "they could, and bound memory per process and per tmpfs instead (docs/code.md, Memory).",
 }
 
 # Modules that read a variable whose NAME the user chooses -> what that variable holds.
@@ -188,8 +190,10 @@ BUILTIN_PARAMS: dict[tuple[str, str], str] = {
     "passes.",
     ("code", "time_limit"): "Wall-clock seconds per test (CPU time: its ceiling + 1). After the "
     "first test past it, the rest are skipped.",
-    ("code", "memory_limit"): "MB per test (address space; the V8 heap for JavaScript).",
-    ("code", "total_time_limit"): "Seconds for all tests of one program; the rest are skipped.",
+    ("code", "memory_limit"): "MB per test: everything it holds (a memory cgroup where one can "
+    "be made; else its address space, or its data for JavaScript, and capped tmpfs folders).",
+    ("code", "total_time_limit"): "Seconds for all tests of one program, compile included; the "
+    "rest are skipped.",
     ("code", "float_tolerance"): "Where the expected value is a float, the answer may differ by "
     "this much (absolute, or relative past 1; e.g. `1e-6`); integers and text always compare "
     "exactly. `null` compares exactly.",
@@ -200,6 +204,11 @@ BUILTIN_PARAMS: dict[tuple[str, str], str] = {
     ("code", "compare"): "How printed output is compared: `exact` (equal after trailing "
     "whitespace), `tokens` (the same whitespace-separated tokens, as testlib's wcmp) or `float` "
     "(tokens, an expected float within `float_tolerance`, default `1e-6`).",
+    ("code", "compile_time_limit"): "Seconds (CPU and wall clock) for a C++ compile; they count "
+    "toward `total_time_limit` too. A compile past it is a compile error.",
+    ("code", "environment"): "A virtualenv folder or Python interpreter that Python programs and "
+    "their tests run on, mounted read-only (default: the system's `python3`, standard library "
+    "only).",
     ("code", "problem_limits"): "Use the time and memory limits a problem carries (CodeContests' "
     "`time_limit`, `memory_limit_bytes`) in place of `time_limit` / `memory_limit`; `false` "
     "ignores them.",
