@@ -114,6 +114,7 @@ HOMES: dict[str, str] = {
     "ifeval": "instructions",
     "code": "code",
     "tool_call": "structured", "json_match": "structured", "json_schema": "structured",
+    "tool_calls": "agents", "turn_budget": "agents", "workspace_files": "agents",
 }
 _PACKAGE = __package__ or "rewardsmith.rewards"
 

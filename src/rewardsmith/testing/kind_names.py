@@ -3,7 +3,8 @@ that the CLI's help can list them without building the kinds themselves."""
 
 from __future__ import annotations
 
-__all__ = ["CODE_KINDS", "FORMAT_KINDS", "KIND_NAMES", "STRUCTURED_KINDS", "VERIFIER_KINDS"]
+__all__ = ["AGENT_KINDS", "CODE_KINDS", "FORMAT_KINDS", "KIND_NAMES", "STRUCTURED_KINDS",
+           "VERIFIER_KINDS"]
 
 VERIFIER_KINDS = ("number", "number-marker", "number-boxed", "text", "text-boxed", "choice",
                   "choice-boxed")
@@ -11,4 +12,7 @@ FORMAT_KINDS = ("marker", "think", "length", "pattern")
 # Instruction-following and structured output (see kinds.structured_kinds).
 STRUCTURED_KINDS = ("ifeval", "json-schema", "json-match", "tool-call")
 CODE_KINDS = ("code",)  # programs run against tests (see kinds.code_kinds)
-KIND_NAMES: tuple[str, ...] = (*VERIFIER_KINDS, *FORMAT_KINDS, *STRUCTURED_KINDS, *CODE_KINDS)
+# Agent trajectories: tools, turns, files (see kinds.agent_kinds).
+AGENT_KINDS = ("tool-use", "turn-budget", "workspace-files")
+KIND_NAMES: tuple[str, ...] = (*VERIFIER_KINDS, *FORMAT_KINDS, *STRUCTURED_KINDS, *CODE_KINDS,
+                               *AGENT_KINDS)

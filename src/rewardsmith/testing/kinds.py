@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from .kind_names import CODE_KINDS, FORMAT_KINDS, KIND_NAMES, STRUCTURED_KINDS, VERIFIER_KINDS
+from .kind_names import (
+    AGENT_KINDS,
+    CODE_KINDS,
+    FORMAT_KINDS,
+    KIND_NAMES,
+    STRUCTURED_KINDS,
+    VERIFIER_KINDS,
+)
 
 __all__ = [
     "DETECTABLE_KINDS",
@@ -192,6 +199,10 @@ def make_kind(name: str, params: Mapping[str, Any] | None = None,
         from .code_kinds import code_kind
 
         return code_kind(dict(params))
+    if name in AGENT_KINDS:
+        from .agent_kinds import agent_kind
+
+        return agent_kind(name)
     work = NUMBER.work(NUMBER.label)
     stated = "The answer is 42."
     common: dict[str, Any] = {"description": _DESCRIPTIONS.get(name, name),

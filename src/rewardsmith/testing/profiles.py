@@ -18,6 +18,9 @@ ifeval                    ifeval             [0, 1]
 json_schema, json_match   json-schema, ...   [0, 1]
 tool_call                 tool-call          [0, 1]
 code                      code               [0, 1]    (language python by default)
+tool_calls                tool-use           [0, 1]    tools: a get_weather function
+turn_budget               turn-budget        [0, 1]    max_turns 2, zero_at 6
+workspace_files           workspace-files    [0, 1]    allowed and required: answer.txt
 ========================  =================  ========  ==========================================
 
 A built-in not listed here is a verifier in [0, 1] or a rule of unknown range, and its kinds are
@@ -34,6 +37,7 @@ from typing import Any
 
 from ..rewards import get_builtin
 from ..rubric import Component, Rubric
+from .agent_kinds import AGENT_TOOLS
 
 __all__ = ["Profile", "builtin_profile", "default_params", "rubric_profile", "signature_defaults"]
 
@@ -68,6 +72,10 @@ _PROFILES: dict[str, Profile] = {
     "json_match": Profile(("json-match",), UNIT),
     "tool_call": Profile(("tool-call",), UNIT),
     "code": Profile(("code",), UNIT),
+    "tool_calls": Profile(("tool-use",), UNIT, {"tools": AGENT_TOOLS}),
+    "turn_budget": Profile(("turn-budget",), UNIT, {"max_turns": 2, "zero_at": 6}),
+    "workspace_files": Profile(("workspace-files",), UNIT,
+                               {"allowed": ["answer.txt"], "required": ["answer.txt"]}),
 }
 
 _BOXED_KIND = {"number": "number-boxed", "number-marker": "number-boxed", "text": "text-boxed",
