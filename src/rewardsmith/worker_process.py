@@ -32,6 +32,7 @@ from typing import Any, NoReturn
 import cloudpickle
 
 from .deadline import Abandoned, await_within
+from .isolation import guard_process, restore_streams, saved_streams
 from .proctree import descendants
 from .resultlog import LogWriter
 
@@ -119,6 +120,8 @@ def worker_main(conn: Any, slot: Any, buffer: Any, log_block: Any, owner: int) -
     with contextlib.suppress(OSError):
         os.dup2(2, 1)  # what rewards print (Python, C code, child processes) goes to stderr
     sys.stdout = sys.stderr
+    guard_process()  # a fork, a chdir: only for the call that made it
+    streams = saved_streams()
     programs: dict[str, Callable[[Any, Any], Any]] = {}
     # A memoryview writes to shared memory several times faster than ctypes item assignment,
     # and this runs twice per call.
@@ -177,6 +180,7 @@ def worker_main(conn: Any, slot: Any, buffer: Any, log_block: Any, owner: int) -
                     isinstance(f, tuple) and "MemoryError" in str(f[1])
                     for f in failures.values())
                 reply = _reply(values, failures, recycle)
+                restore_streams(streams)
             del message, raw
         finally:
             gc.enable()

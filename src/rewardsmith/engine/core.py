@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..calling import make_binder, to_component_result
 from ..gcpause import gc_paused
+from ..isolation import guard_process, restore_streams, saved_streams
 from ..rubric import Component, Rubric
 from ..score_columns import ScoreColumns
 from ..types import ComponentResult, Rollout, Score, Status
@@ -182,6 +183,8 @@ class Engine:
         self._async_key = f"async:{rubric.id}:{id(self)}"
         self._watch = SystematicWatch(rubric) if stop_on_systematic else None
         self._on_loop = LoopRewards(rubric, max_concurrency, timing=timing)
+        if self.workers == 0:
+            guard_process()  # rewards run in this process: a fork or chdir stays in its call
         self._singles = [c for c in self._sync if not c.group]
         self._sync_groups = [c for c in self._sync if c.group]
         self._layout = row_layout(self._singles)
@@ -487,10 +490,12 @@ class Engine:
         for component in self._async_local:
             if component not in self._gated:
                 work.append(self._on_loop.run(component, batch, results))
+        streams = saved_streams()
         if len(work) == 1:
             await work[0]  # no gather: the in-process path then never suspends (see _now)
         elif work:
             await asyncio.gather(*work)
+        restore_streams(streams)  # a reward in this process replaced sys.stdout
         skipped = await run_gated(self._on_loop, self._gated, batch, results) if self._gated \
             else None
         if self._watch is not None:
@@ -603,7 +608,7 @@ class Engine:
                 try:
                     extend(map(call, *[itertools.islice(a, done, None) if done else a
                                        for a in args]))
-                except Exception as exc:  # noqa: BLE001 - a failure is data
+                except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failure is data
                     values.append(ComponentResult.failed(Status.ERROR, format_exception(exc)))
             if floats_only(values) and math.isfinite(sum(values)):
                 column[:] = values  # plain finite floats: the usual case

@@ -69,7 +69,7 @@ class InlineExecutor:
             except LateResult as late:  # returned after its limit: a timeout, never a result
                 values.append(None)
                 failures[position] = (TIMEOUT, str(late))
-            except Exception as exc:  # noqa: BLE001 - a failure is data
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failure is data
                 values.append(None)
                 failures[position] = (ERROR, format_exception(exc))
         future: Future[BatchResult] = Future()

@@ -66,7 +66,7 @@ class LoopRewards:
             except asyncio.TimeoutError:
                 column[index] = ComponentResult.failed(Status.TIMEOUT,
                                                        f"timed out after {timeout:g} s")
-            except Exception as exc:  # noqa: BLE001 - a failure is data
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failure is data
                 column[index] = ComponentResult.failed(Status.ERROR, format_exception(exc))
 
     async def _group(self, component: Component, group: list[Rollout], offset: int,
@@ -100,6 +100,6 @@ class LoopRewards:
             for i in todo:
                 column[offset + i] = ComponentResult.failed(Status.TIMEOUT,
                                                             f"timed out after {timeout:g} s")
-        except Exception as exc:  # noqa: BLE001 - a failure is data
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failure is data
             for i in todo:
                 column[offset + i] = ComponentResult.failed(Status.ERROR, format_exception(exc))
