@@ -59,10 +59,10 @@ def test_a_correct_program_scores_one_and_a_wrong_one_less(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(n for n, e in EXAMPLES.items() if e["off_by_6999"]))
 def test_an_integer_off_by_6999_fails_whatever_the_tolerance(name: str) -> None:
     example = EXAMPLES[name]
-    for tolerance in (None, 1e-6, 1e4):
-        result = code(fenced(example["off_by_6999"]), example["answer"],
-                      language=example["language"], float_tolerance=tolerance)
-        assert result["reward"] == 0.0, (tolerance, result)
+    # The widest tolerance is enough: integers compare exactly under any (unit-tested).
+    result = code(fenced(example["off_by_6999"]), example["answer"],
+                  language=example["language"], float_tolerance=1e4)
+    assert result["reward"] == 0.0, result
 
 
 def test_livecodebench_fields_as_shipped() -> None:
