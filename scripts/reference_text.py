@@ -210,8 +210,8 @@ BUILTIN_PARAMS: dict[tuple[str, str], str] = {
     "their tests run on, mounted read-only (default: the system's `python3`, standard library "
     "only).",
     ("code", "problem_limits"): "Use the time and memory limits a problem carries (CodeContests' "
-    "`time_limit`, `memory_limit_bytes`) in place of `time_limit` / `memory_limit`; `false` "
-    "ignores them.",
+    "`time_limit`, `memory_limit_bytes`) where they are stricter than `time_limit` / "
+    "`memory_limit`, which stay the ceilings; `false` ignores them.",
     ("ifeval", "loose"): "Also accept a response after IFEval's loose relaxations: its first "
     "line, last line or both dropped, and asterisks removed.",
     ("ifeval", "mode"): "`fraction`: the share of instructions followed; `all`: 1.0 only when "

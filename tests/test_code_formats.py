@@ -164,6 +164,18 @@ def test_code_contests_time_limit_applies_unless_problem_limits_is_off() -> None
     assert code(slow, answer, time_limit=2.0, problem_limits=False)["reward"] == 1.0
 
 
+@pytest.mark.usefixtures("sandbox")
+def test_a_problem_cannot_loosen_the_rubric_limits() -> None:
+    # The rubric's limits are ceilings: a row asking for 5 s and 8 GB gets the rubric's.
+    answer = {"public_tests": {"input": [""], "output": ["done\n"]},
+              "time_limit": {"seconds": 5, "nanos": 0}, "memory_limit_bytes": 8 << 30}
+    slow = fenced("import time\ntime.sleep(0.8)\nprint('done')\n")
+    assert code(slow, answer, time_limit=0.4)["timeouts"] == 1.0
+    big = fenced("block = bytearray(400 << 20)\nprint('done')\n")
+    assert code(big, answer, memory_limit=128)["reward"] == 0.0
+    assert code(fenced("print('done')\n"), answer, memory_limit=128)["reward"] == 1.0
+
+
 def test_evalplus_tests_become_value_tests_with_atol() -> None:
     tests = parse_tests(EXAMPLES["mbppplus"]["answer"], "python")
     assert [t.spec["expr"] for t in tests] == [

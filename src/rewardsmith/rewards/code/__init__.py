@@ -95,9 +95,9 @@ def code(
     if language not in LANGUAGES:
         raise ValueError(f"language {language!r} is not supported")
     suite = parse_suite(answer, language, script_tests=script_tests)
-    if problem_limits:  # the dataset's own limits for this problem (CodeContests)
-        time_limit = min(suite.time_limit, total_time_limit) if suite.time_limit else time_limit
-        memory_limit = suite.memory_mb or memory_limit
+    if problem_limits:  # the problem's own limits where stricter; the rubric's are ceilings
+        time_limit = min(suite.time_limit or time_limit, time_limit)
+        memory_limit = min(suite.memory_mb or memory_limit, memory_limit)
     limits = _limits(time_limit, memory_limit, total_time_limit, compile_time_limit)
     tests = with_reference_values(suite, limits, sandbox).tests
     program = extract_program(completion if isinstance(completion, str) else str(completion),
