@@ -123,7 +123,7 @@ def _from_module(module_name: str, attr: str, spec: str) -> Callable[..., Any]:
     if not module_name or not attr:
         raise LoadError(f"cannot load reward {spec!r}: expected 'module:func' or 'module.func'")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_from_here(module_name)
     except ModuleNotFoundError as exc:
         missing = exc.name or module_name
         if missing == module_name or module_name.startswith(missing + "."):
@@ -146,6 +146,29 @@ def _from_module(module_name: str, attr: str, spec: str) -> Callable[..., Any]:
     return _attribute(module, attr, spec, where=f"module {module_name!r}")
 
 
+def _on_path(folder: str) -> None:
+    """Search ``folder`` for modules too, after everything else (an installed package of the
+    same name still wins)."""
+    if folder not in sys.path and not (folder == os.getcwd() and "" in sys.path):
+        sys.path.append(folder)
+        importlib.invalidate_caches()
+
+
+def _import_from_here(module_name: str) -> ModuleType:
+    """Import ``module_name``; when it is not found, look in the working directory as well, as
+    ``python -m`` and pytest do (a console script's path starts at its own bin folder)."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.partition(".")[0]
+        here = os.getcwd()
+        if exc.name not in (top, module_name) or here in sys.path or \
+                not (Path(here, top).is_dir() or Path(here, f"{top}.py").is_file()):
+            raise
+    _on_path(here)
+    return importlib.import_module(module_name)
+
+
 def import_file(path: Path, spec: str) -> ModuleType:
     """Import a Python file as a module with a stable, unique name (so workers can find it)."""
     resolved = path.expanduser().resolve()
@@ -162,6 +185,9 @@ def import_file(path: Path, spec: str) -> ModuleType:
     if module_spec is None or module_spec.loader is None:
         raise LoadError(f"cannot load reward {spec!r}: {str(resolved)!r} is not a Python file")
     module = importlib.util.module_from_spec(module_spec)
+    # The modules beside the file import as they would if it were run as a script
+    # (``from helpers import g`` in rw.py), now and when the reward is called.
+    _on_path(str(resolved.parent))
     sys.modules[module_name] = module
     try:
         module_spec.loader.exec_module(module)
