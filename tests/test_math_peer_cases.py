@@ -58,7 +58,7 @@ def test_the_set_names_every_source_and_holds_distinct_pairs() -> None:
     repos = Counter(_repo(r) for r in ROWS)
     assert len(repos) >= 5 and repos[MATH_VERIFY] >= 250, repos
     assert {r["equal"] for r in ROWS} == {True, False}
-    assert 0 < len(POLICY) <= 8, "a policy difference is the exception, not the rule"
+    assert 0 < len(POLICY) <= 10, "a policy difference is the exception, not the rule"
 
 
 def test_every_policy_difference_is_documented_and_still_differs(

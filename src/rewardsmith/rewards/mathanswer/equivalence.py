@@ -16,6 +16,7 @@ from .fastpath import TooLarge, Undefined, decimal_written, exact_value, written
 from .intervals import as_intervals, is_label
 from .matrices import fold_matrices
 from .nodes import (
+    ELLIPSIS,
     Add,
     Coll,
     Func,
@@ -39,6 +40,7 @@ from .nodes import (
     walk,
 )
 from .numeric import EQ, NE, NotScalar, approx_equal, probe_equal, probe_proportional
+from .radicals import monomials_equal
 
 __all__ = ["NeedsSymbolic", "Comparer"]
 
@@ -90,6 +92,10 @@ class Comparer:
         if not isinstance(b, Coll):
             # {3} answers 3; a tuple or interval never answers a single number.
             return a.kind == "set" and len(a.items) == 1 and self._equal(a.items[0], b)
+        if a.kind == b.kind == "list" and (ELLIPSIS in a.items or ELLIPSIS in b.items):
+            return self._ordered(a.items, b.items)  # a sequence "1, 3, \\ldots, 99" is ordered
+        if a.kind == b.kind == "delim" and a.left == b.left == ":":
+            return self._ordered(_clock(a.items), _clock(b.items))
         if a.kind != "delim" and b.kind != "delim":
             return self._unordered(a.items, b.items)  # sets and bare lists: order-free
         if a.kind == "set" or b.kind == "set":
@@ -122,7 +128,9 @@ class Comparer:
                 self._ordered(r, s) for r, s in zip(a.rows, b.rows))
         cells = tuple(c for row in a.rows for c in row)
         if len(a.rows) == 1 or len(a.rows[0]) == 1:  # a vector answers a tuple
-            if isinstance(b, Coll) and (b.kind == "list" or _brackets(b) == ("(", ")")):
+            # Against a matrix, [0.5, 1] is a list of entries, not an interval.
+            if isinstance(b, Coll) and (b.kind == "list" or _brackets(b) in (("(", ")"),
+                                                                             ("[", "]"))):
                 return self._ordered(cells, b.items)
             return len(cells) == 1 and self._equal(cells[0], b)
         return False
@@ -145,7 +153,7 @@ class Comparer:
         if len(a.sides) != 2 or len(b.sides) != 2:
             return self._equal(a.sides[-1], b.sides[-1])
         (la, ra), (lb, rb) = a.sides, b.sides
-        if _same_label(la, lb):
+        if _same_label(la, lb) or _function_and_graph(la, ra, lb, rb):
             return self._equal(ra, rb)  # x = ... both: compare the values (tolerance applies)
         if not (free_symbols(a) or free_symbols(b)):
             return self.scalar(ra, rb)
@@ -185,6 +193,11 @@ class Comparer:
             large, exact_a, exact_b = True, None, None
         if exact_a is not None and exact_b is not None:
             return exact_a == exact_b or _within_written_precision(a, b, exact_a, exact_b)
+        if not large:
+            # Roots and powers of rationals: decided exactly, never by precision.
+            decided = monomials_equal(a, b)
+            if decided is not None:
+                return decided or _tolerated(a, b)
         try:
             verdict = probe_equal(a, b)
         except NotScalar:
@@ -244,6 +257,16 @@ def _tolerated(a: Node, b: Node) -> bool:
         if written is not None and approx_equal(written, other):
             return True
     return False
+
+
+def _clock(parts: tuple[Node, ...]) -> tuple[Node, ...]:
+    """``20:34`` as ``20:34:00``: a time of day (hours 0-23, then minutes and seconds 0-59)
+    gets its seconds; a ratio or any other colon list is left as written."""
+    values = [exact_value(part) if isinstance(part, Num) else None for part in parts]
+    if len(parts) == 2 and all(v is not None and v.denominator == 1 for v in values) and \
+            0 <= values[0] < 24 and 0 <= values[1] < 60:  # type: ignore[operator]
+        return (*parts, Num(Fraction(0)))
+    return parts
 
 
 def _infinity(node: Node) -> int:
@@ -318,6 +341,18 @@ def _same_label(a: Node, b: Node) -> bool:
     return (isinstance(a, Mul) and isinstance(b, Mul) and len(a.factors) == len(b.factors) == 2
             and a.factors[0] == b.factors[0] and isinstance(a.factors[0], Sym)
             and isinstance(a.factors[1], Sym) and isinstance(b.factors[1], Sym))
+
+
+def _function_and_graph(la: Node, ra: Node, lb: Node, rb: Node) -> bool:
+    """``f(x) = 2x + 3`` and ``y = 2x + 3``: a function of ``x`` and the graph's ``y`` name
+    the same thing when ``y`` is not ``x`` and appears on neither right side."""
+    for func, name in ((la, lb), (lb, la)):
+        if (isinstance(func, Mul) and len(func.factors) == 2
+                and all(isinstance(f, Sym) for f in func.factors) and isinstance(name, Sym)
+                and name != func.factors[1] and name != func.factors[0]
+                and name.name not in free_symbols(ra) | free_symbols(rb)):
+            return True
+    return False
 
 
 def _values(node: Node) -> Node:

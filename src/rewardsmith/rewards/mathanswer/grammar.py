@@ -249,6 +249,11 @@ class Grammar:
                 node = Div(node, self.signed_power())
             elif tok == ("cmd", "frac") and integer_literal(node):
                 node = self.mixed_number(node)
+            elif tok[0] == "num" and self.peek(1) == ("op", "^") and _ends_in_power(node):
+                node = multiply(node, self.power())  # 2^6 3^5 5^4: powers side by side
+            elif tok[0] == "num" and self.peek(1) == ("op", "/") and integer_literal(node) \
+                    and not isinstance(node, Pow):
+                node = self.spaced_mixed_number(node)
             elif self.starts_operand(tok):
                 node = multiply(node, self.power())
             else:
@@ -268,6 +273,21 @@ class Grammar:
                 return Neg(Add((whole.arg, frac)))
             return Add((whole, frac))
         return multiply(whole, frac)
+
+    def spaced_mixed_number(self, whole: Node) -> Node:
+        """``1 1/2`` is one and a half: a whole number, a space, a proper fraction of whole
+        numbers (the tokens after a number are another number only across a space)."""
+        numerator = self.take()
+        self.expect("op", "/")
+        denominator = self.take()
+        if numerator[0] != "num" or denominator[0] != "num" or not (
+                numerator[1].isdigit() and denominator[1].isdigit()) or \
+                not 0 < int(numerator[1]) < int(denominator[1]):
+            raise ParseError(f"a number then {numerator[1]}/{denominator[1]} is not a mixed number")
+        frac = Div(parse_number_token(numerator[1]), parse_number_token(denominator[1]))
+        if isinstance(whole, Neg):
+            return Neg(Add((whole.arg, frac)))
+        return Add((whole, frac))
 
     def starts_operand(self, tok: Token) -> bool:
         kind, text = tok
@@ -397,6 +417,11 @@ def multiply(left: Node, right: Node) -> Node:
     if isinstance(left, Mul):
         return Mul((*left.factors, right))
     return Mul((left, right))
+
+
+def _ends_in_power(node: Node) -> bool:
+    last = node.factors[-1] if isinstance(node, Mul) else node
+    return isinstance(last, Pow)
 
 
 def integer_literal(node: Node) -> bool:

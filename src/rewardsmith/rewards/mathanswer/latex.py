@@ -23,7 +23,8 @@ class ParseError(ValueError):
 _UNICODE = {
     "−": "-", "–": "-", "×": "\\times ", "·": "\\cdot ", "÷": "\\div ", "π": "\\pi ",
     "∞": "\\infty ", "√": "\\sqrt ", "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "±": "\\pm ",
-    "∓": "\\mp ", "∪": "\\cup ", "°": "", "（": "(", "）": ")", "，": ",", "：": ":",
+    "∓": "\\mp ", "∪": "\\cup ", "°": "^\\circ ", "（": "(", "）": ")", "，": ",", "：": ":",
+    "…": "\\ldots ",
     "²": "^2", "³": "^3", "⁻¹": "^{-1}",
 }
 _UNICODE_RE = re.compile("|".join(map(re.escape, _UNICODE)))
@@ -40,6 +41,14 @@ _SPACING = re.compile(
     r"|(?<!\\)\\[;: ]|~")
 # A degree sign in any spelling; 90^\circ is the number 90.
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ(?![a-zA-Z])|\\degree(?![a-zA-Z])")
+# Inside a trigonometric function a degree is pi/180: \sin 30^\circ is 1/2.
+_TRIG = re.compile(r"(?:sin|cos|tan|cot|sec|csc)(?![a-zA-Z])")
+_ANGLE = re.compile(r"(\d+(?:\.\d+)?|\{[^{}]*\}|(?<![\\a-zA-Z])[a-zA-Z])\s*"
+                    r"(?:\^\s*\{?\s*\\circ\s*\}?|\\degree(?![a-zA-Z]))")
+# A time of day with A.M./P.M. (also in \text{}), read on the 24-hour clock: 8:34 P.M. is 20:34.
+_CLOCK = re.compile(
+    r"(?<![\d:])(\d{1,2}):(\d{2})(:\d{2})?\s*(?:\\(?:text|mathrm|mbox)\s*\{\s*)?"
+    r"([AaPp])\.?\s*[Mm]\.?(?:\s*\})?(?![a-zA-Z])")
 # Currency signs other than $ mean what $ means: nothing to the value.
 _CURRENCY = re.compile("[€£¥₹₩₽¢]")
 _STRAY_BACKSLASH = re.compile(r"(?<!\\)\\$")  # "185\\": a stray backslash at the end
@@ -68,6 +77,9 @@ def clean(text: str) -> str:
     text = _CURRENCY.sub("", text)
     text = _THOUSANDS.sub(_join_thousands, text)
     text = text.replace("\\,", " ").replace("{,}", ",")
+    text = _CLOCK.sub(_twenty_four_hour, text)
+    if _TRIG.search(text):
+        text = _ANGLE.sub(r"(\1\\cdot\\frac{\\pi}{180})", text)
     text = _DEGREES.sub("", text)
     text = _COSMETIC.sub("", text)
     text = _SPACING.sub(" ", text)
@@ -104,6 +116,14 @@ def decimal_comma(text: str) -> str | None:
 def undouble(text: str) -> str:
     """``\\\\frac{1}{2}`` (escaped twice in the data) as ``\\frac{1}{2}``."""
     return _DOUBLED.sub(lambda _: "\\", text) if "\\\\" in text else text
+
+
+def _twenty_four_hour(match: re.Match[str]) -> str:
+    hour, minutes, seconds, half = match.groups()
+    if not 1 <= int(hour) <= 12:
+        return match.group(0)  # 13:00 P.M. is not a time: left for the parser to refuse
+    hour24 = int(hour) % 12 + (12 if half in "Pp" else 0)
+    return f"{hour24}:{minutes}{seconds or ''}"
 
 
 def _join_thousands(match: re.Match[str]) -> str:
@@ -210,7 +230,7 @@ def tokenize(text: str) -> list[Token]:
                 tokens.append(("fword", lower))
             elif lower in _SEPARATOR_WORDS:
                 tokens.append(("op", ","))
-            elif len(value) >= 3 or lower in _UNIT_WORDS:
+            elif len(value) >= 3 or (lower in _UNIT_WORDS and not _glued(text, match.start())):
                 tokens.append(("text", value))
             else:
                 tokens.extend(("id", letter) for letter in value)
@@ -241,6 +261,13 @@ def tokenize(text: str) -> list[Token]:
         else:
             raise ParseError(f"unexpected character {value!r}")
     return tokens
+
+
+def _glued(text: str, start: int) -> bool:
+    """Is the word at ``start`` written right after a digit (``10cm``)? Then its one or two
+    letters are variables, as in ``10m`` = 10·m; a unit is written apart (``10 cm``) or spelled
+    out (``10weeks``)."""
+    return start > 0 and text[start - 1].isdigit()
 
 
 def _repeating(text: str, start: int, head: str, tokens: list[Token]) -> int:

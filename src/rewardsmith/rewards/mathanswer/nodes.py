@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 __all__ = [
-    "Node", "Num", "Sym", "Const", "Inf", "Add", "Mul", "Div", "Neg", "Pow", "Func", "Percent",
+    "ELLIPSIS", "Node", "Num", "Sym", "Const", "Inf", "Add", "Mul", "Div", "Neg", "Pow", "Func", "Percent",
     "PlusMinus", "Rel", "Coll", "Union_", "Matrix", "Text", "children", "walk", "free_symbols",
     "has", "sub", "rebuild",
 ]
@@ -25,6 +25,10 @@ class Num:
 @dataclass(frozen=True, slots=True)
 class Sym:
     name: str
+
+
+# The ellipsis of a sequence ("1, 3, \\ldots, 99"): a mark equal only to itself.
+ELLIPSIS = Sym("\\ldots")
 
 
 @dataclass(frozen=True, slots=True)

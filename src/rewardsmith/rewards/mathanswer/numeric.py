@@ -5,8 +5,11 @@ Two expressions that agree to 30+ digits at several unrelated points are the sam
 disagreement proves they differ. A disagreement is confirmed at a second, higher precision,
 so a difference that is only rounding noise (``\\sin\\pi`` vs ``0``) is not mistaken for a
 real one. This replaces most calls to ``sympy.simplify`` at a fraction of the cost. Rational
-values never get here (``fastpath`` compares them exactly), so the one blind spot, values that
-differ by less than one part in 10^30, needs an irrational answer built to exploit it.
+values never get here (``fastpath`` compares them exactly), nor products of rational powers
+(``radicals``). A difference finer than one part in 10^30 needs a constant finer than that in
+the answer (``2^{1000}``, an exponent of ``2^{-1000}``, a 40-digit number): such a pair is
+probed at a precision wider than its widest constant, so it is decided, not rounded away;
+past ``FINE_LIMIT`` bits the probe gives up and sympy decides.
 
 Sizes are bounded before evaluating: a power, exponential or factorial whose logarithm
 passes ``LOG_LIMIT`` raises ``TooLarge``.
@@ -16,11 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 import mpmath
 
-from .fastpath import TooLarge, Undefined, written_matches
+from .fastpath import TooLarge, Undefined, exact_value, written_matches
 from .nodes import (
     Add,
     Const,
@@ -35,6 +39,7 @@ from .nodes import (
     Pow,
     Sym,
     free_symbols,
+    walk,
 )
 
 __all__ = ["NotScalar", "evaluate", "probe_equal", "probe_proportional", "approx_equal"]
@@ -183,18 +188,66 @@ def _special(ctx: Any, value: Any) -> bool:
     return bool(ctx.isinf(value) or ctx.isnan(value))
 
 
-def _agree(first: Callable[[Any], Any], second: Callable[[Any], Any]) -> str:
+Precision = tuple[Any, Any, Any]  # (low context, high context, relative tolerance at low)
+_DEFAULT: Precision = (_LOW, _HIGH, _EQ_REL)
+FINE_LIMIT = 40_000  # bits: a constant finer than this is left to sympy
+_COARSE_BITS = 96  # constants up to ~29 digits: the default probe resolves them
+
+
+def _widest_constant(node: Node) -> int:
+    """The bit size of the widest exact constant in ``node`` (a number, or a power of
+    numbers such as ``2^{1000}`` or ``2^{-1000}``)."""
+    widest = 0
+    for part in walk(node):
+        if isinstance(part, Num):
+            value = part.value
+        elif isinstance(part, Pow):
+            try:
+                found = exact_value(part)
+            except TooLarge:
+                return FINE_LIMIT + 1
+            except Undefined:
+                continue
+            if found is None:
+                continue
+            value = found
+        else:
+            continue
+        widest = max(widest, value.numerator.bit_length(), value.denominator.bit_length())
+    return widest
+
+
+@lru_cache(maxsize=16)
+def _fine(bits: int) -> Precision:
+    low, high = mpmath.MPContext(), mpmath.MPContext()
+    low.prec, high.prec = bits + 128, bits + 384
+    return low, high, low.mpf(2) ** -(bits + 64)
+
+
+def _precision_for(a: Node, b: Node) -> Precision | None:
+    """The probe's precision for ``a`` against ``b``; None when no probe is fine enough."""
+    widest = max(_widest_constant(a), _widest_constant(b))
+    if widest <= _COARSE_BITS:
+        return _DEFAULT
+    if widest > FINE_LIMIT:
+        return None
+    return _fine(-(-widest // 256) * 256)  # a few sizes, each made once
+
+
+def _agree(first: Callable[[Any], Any], second: Callable[[Any], Any],
+           precision: Precision = _DEFAULT) -> str:
     """Do two computed values agree? Tested at low precision, confirmed at high precision."""
-    a, b = first(_LOW), second(_LOW)
-    if _special(_LOW, a) or _special(_LOW, b):
-        if _LOW.isnan(a) or _LOW.isnan(b):
+    low, high_ctx, eq_rel = precision
+    a, b = first(low), second(low)
+    if _special(low, a) or _special(low, b):
+        if low.isnan(a) or low.isnan(b):
             return UNKNOWN
         return EQ if a == b else NE
     diff = abs(a - b)
-    if diff == 0 or diff <= _EQ_REL * max(abs(a), abs(b)):
+    if diff == 0 or diff <= eq_rel * max(abs(a), abs(b)):
         return EQ
-    high = abs(first(_HIGH) - second(_HIGH))
-    if high <= diff * _LOW.mpf(10) ** -25:
+    high = abs(first(high_ctx) - second(high_ctx))
+    if high <= diff * low.mpf(10) ** -25:
         return EQ  # the low-precision difference was rounding noise
     if diff / 2 <= high <= diff * 2:
         return NE  # a real difference does not move with the precision
@@ -230,10 +283,13 @@ def _zero(ctx: Any) -> Any:
 def probe_equal(a: Node, b: Node) -> str:
     """``eq``, ``ne`` or ``unknown``: do ``a`` and ``b`` take the same values?"""
     names = free_symbols(a) | free_symbols(b)
+    precision = _precision_for(a, b)
+    if precision is None:
+        return UNKNOWN
     agreed = 0
     for env in _points(names):
         try:
-            verdict = _agree(_at(a, env), _at(b, env))
+            verdict = _agree(_at(a, env), _at(b, env), precision)
         except Undefined:
             continue  # outside the domain at this point: try the others
         if verdict != EQ:

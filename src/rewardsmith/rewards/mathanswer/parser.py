@@ -12,7 +12,7 @@ from fractions import Fraction
 
 from .grammar import FUNCS, GREEK, Grammar, multiply, parse_number_token, symbol
 from .latex import ParseError, Token, clean, tokenize
-from .nodes import Coll, Const, Div, Func, Inf, Matrix, Neg, Node, Num, Pow, Sym, Text
+from .nodes import ELLIPSIS, Coll, Const, Div, Func, Inf, Matrix, Neg, Node, Num, Pow, Sym, Text
 
 __all__ = ["parse", "parse_number_token"]
 
@@ -22,11 +22,13 @@ _ROW_ENVS = {"aligned", "align", "alignat", "gather", "gathered", "cases", "spli
 _TEXT_KEEP = re.compile(r"[^a-z0-9]")
 _PUNCTUATION = {("op", ","), ("op", ";"), ("op", "("), ("op", ")")}
 _INVERSE = {"sin": "arcsin", "cos": "arccos", "tan": "arctan"}
+# "1, 3, 5, \\ldots, 99": every spelling of the ellipsis is one mark, equal only to itself.
+_ELLIPSES = {"ldots", "dots", "cdots", "dotsc", "dotsb", "dotso"}
 # Commands that operate on what follows: read as a symbol they would change the meaning.
 _OPERATORS = {"int", "iint", "iiint", "oint", "lim", "limsup", "liminf", "max",
               "min", "sup", "inf", "det", "gcd", "lcm", "mod", "pmod", "bmod", "over", "choose",
               "not", "neg", "cap", "setminus", "to", "rightarrow", "Rightarrow", "implies",
-              "iff", "mid", "ldots", "cdots", "dots", "vdots", "ddots", "partial", "nabla",
+              "iff", "mid", "vdots", "ddots", "partial", "nabla",
               "overline", "underbrace", "overbrace", "stackrel", "rangle", "rfloor", "rceil",
               "rvert", "end", "begin", "frac", "sqrt", "binom"}
 
@@ -166,6 +168,8 @@ class _Parser(Grammar):
             return Const("pi")
         if name == "infty":
             return Inf(1)
+        if name in _ELLIPSES:
+            return ELLIPSIS
         if name in ("emptyset", "varnothing"):
             return Coll("set", ())
         if name in GREEK:
