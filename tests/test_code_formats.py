@@ -80,6 +80,17 @@ def test_livecodebench_fields_as_shipped() -> None:
     assert parse_tests(json.dumps(as_list), "python") == tests
 
 
+def test_livecodebench_in_apps_shape_reads_json_lines_but_apps_lists_stay_arguments() -> None:
+    sample = parse_tests(EXAMPLES["livecodebench_sample"]["answer"], "python")
+    assert sample[0].spec["args"] == [[3, 1, 4, 1, 5], 2] and sample[0].expected == 9
+    assert sample[0].check == "value"
+    apps = parse_tests({"fn_name": "f", "inputs": [["[1]\n2"]], "outputs": [["x"]]}, "python")
+    assert apps[0].spec["args"] == ["[1]\n2"] and apps[0].check == "json"
+    # Strings that are not JSON lines are APPS's single arguments, as before.
+    bare = parse_tests({"fn_name": "f", "inputs": ["hello world"], "outputs": ["x"]}, "python")
+    assert bare[0].spec["args"] == ["hello world"] and bare[0].check == "json"
+
+
 @pytest.mark.usefixtures("sandbox")
 def test_livecodebench_output_is_not_unwrapped_like_apps() -> None:
     # APPS wraps a call's return value in a one-item list; LiveCodeBench does not, so a

@@ -28,8 +28,8 @@ from typing import Any
 
 from .cases import CodeTest, TestSuite, call_test, function_name, loads, mapping, stdin_test
 
-__all__ = ["LCB_KEYS", "CONTESTS_KEYS", "PRIME_TYPES", "code_contests", "lcb_rows",
-           "livecodebench", "verification_info"]
+__all__ = ["LCB_KEYS", "CONTESTS_KEYS", "PRIME_TYPES", "code_contests", "json_lines_calls",
+           "lcb_rows", "livecodebench", "verification_info"]
 
 LCB_KEYS = ("public_test_cases", "private_test_cases")
 CONTESTS_KEYS = ("public_tests", "private_tests", "generated_tests")
@@ -103,6 +103,19 @@ def _arguments(text: Any, what: str) -> list[Any]:
         except ValueError as exc:
             raise ValueError(f"{what}: input line {number} is not a JSON value: {exc}") from exc
     return args
+
+
+def json_lines_calls(fn: str, inputs: list[Any], outputs: list[Any]) -> list[CodeTest] | None:
+    """LiveCodeBench's function tests in APPS's shape (what its own ``get_evaluation_sample``
+    and the RL sets built on it write): every input a string of JSON values, one a line, and
+    every output a JSON string. None when they are not all that (APPS's argument lists)."""
+    if not inputs or not all(isinstance(v, str) for v in [*inputs, *outputs]):
+        return None
+    try:
+        return [call_test(fn, _arguments(given, f"test {index}"), json.loads(expected), "value")
+                for index, (given, expected) in enumerate(zip(inputs, outputs))]
+    except ValueError:
+        return None
 
 
 def _lcb_test(row: Any, what: str, problem_fn: str | None, language: str) -> CodeTest:

@@ -31,6 +31,7 @@ from .datasets import (
     LCB_KEYS,
     PRIME_TYPES,
     code_contests,
+    json_lines_calls,
     livecodebench,
     verification_info,
 )
@@ -106,7 +107,8 @@ def _parse(data: Any, language: str) -> TestSuite:
 
 
 def _inputs_outputs(data: Mapping[str, Any], language: str) -> list[CodeTest]:
-    """APPS/TACO: stdin/stdout pairs, or calls of ``fn_name`` with argument lists."""
+    """APPS/TACO: stdin/stdout pairs, or calls of ``fn_name`` with argument lists (or, from
+    LiveCodeBench, with strings of JSON arguments, one a line)."""
     inputs, outputs = data.get("inputs"), data.get("outputs")
     if not isinstance(inputs, list) or not isinstance(outputs, list):
         raise ValueError("'inputs' and 'outputs' must both be lists")
@@ -117,6 +119,9 @@ def _inputs_outputs(data: Mapping[str, Any], language: str) -> list[CodeTest]:
         fn = function_name(fn_name, "'fn_name'")
         if language == "cpp":
             raise ValueError("function-call tests need python or javascript, not cpp")
+        as_lines = json_lines_calls(fn, inputs, outputs)
+        if as_lines is not None:
+            return as_lines
         return [CodeTest({"kind": "call", "fn": fn,
                           "args": list(args) if isinstance(args, list) else [args]},
                          expected, "json")
