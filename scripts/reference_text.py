@@ -72,17 +72,26 @@ RUBRIC_KEYS: dict[tuple[str, str], str] = {
     ("judge", "max_tokens"): "Most tokens in the judge's reply.",
     ("judge", "seed"): "Sampling seed, for servers that honour one.",
     ("judge", "extra_body"): "Merged into every request's JSON body.",
-    ("judge", "response_format"): "`json_schema` (one number per criterion, bounded by its "
-    "range), `json_object`, or `none` for servers that reject both.",
+    ("judge", "response_format"): "`json_schema` (one grade per criterion, in a form servers "
+    "enforce: pass/fail and whole-number ranges as bounded integers, other ranges as an enum of "
+    "11 steps), `json_object`, or `none` for servers that reject both.",
     ("judge", "allow_alias"): "Accept a model name the server resolves to a dated snapshot.",
-    ("judge", "max_concurrency"): "Requests in flight at once.",
+    ("judge", "max_concurrency"): "Requests in flight at once; lowered to the server's slots "
+    "where it states them (llama.cpp's `/props`), halved for a while after a 429, 503 or "
+    "timeout.",
     ("judge", "requests_per_minute"): "Client-side request rate limit.",
     ("judge", "tokens_per_minute"): "Client-side token rate limit.",
     ("judge", "limit_scope"): "Over what the concurrency, rate and budget limits hold: "
     "`process` (each process alone), `store` (every process sharing the judge's store file on "
     "one machine), `ray` (every process of a Ray job), or `auto`: `ray` when connected to Ray, "
     "else `store`, and `process` for a judge that sets no limit.",
-    ("judge", "timeout"): "Seconds per request; a call past it is cancelled.",
+    ("judge", "timeout"): "Seconds for the generation, from sending the request to the whole "
+    "reply; a call past it is cancelled.",
+    ("judge", "connect_timeout"): "Seconds to connect to the server.",
+    ("judge", "unavailable_wait"): "Seconds a call keeps retrying 503s (a model loading) and "
+    "refused connections (a server restarting) before they count against `retries`.",
+    ("judge", "retry_failed"): "Later runs that ask again for a grade whose call failed; after "
+    "that its recorded error is replayed (`--refresh` asks again).",
     ("judge", "retries"): "Extra attempts on 429, 5xx, 408, 409, connection errors and "
     "timeouts, with backoff and jitter, honouring `Retry-After`.",
     ("judge", "retry_backoff"): "First backoff in seconds; doubles per attempt, with jitter.",
