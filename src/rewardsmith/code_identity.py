@@ -135,8 +135,8 @@ class _Walk:
             self._todo.append((_module_of(where), where))
             return
         for path in sorted(where.rglob("*")):
-            if "__pycache__" in path.parts or not path.is_file():
-                continue
+            if "__pycache__" in path.parts or path.name.startswith(".") or not path.is_file():
+                continue  # caches, and an editor's hidden files, are not code
             if path.suffix == ".py":
                 self._todo.append((_module_of(path), path))
             else:  # data shipped beside the code

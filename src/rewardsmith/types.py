@@ -213,6 +213,14 @@ class RolloutView(Rollout):
 
     __slots__ = ()
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Rollout:  # type: ignore[misc]
+        # Building one by hand (``dataclasses.replace(view, ...)``) makes a plain Rollout: only
+        # ``Rollout.view`` makes views.
+        return Rollout(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Rollout, tuple(getattr(self, name) for name in _FIELDS))
+
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"cannot set {name!r}: a rollout given to a reward is read-only "
                              f"(make a new one with dataclasses.replace(rollout, ...))")

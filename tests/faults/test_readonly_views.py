@@ -168,6 +168,10 @@ def test_a_rollout_freezes_what_it_is_given_and_keeps_its_content_key() -> None:
         view.metadata = {}
     with pytest.raises(AttributeError, match="read-only"):
         del view.answer
+    fresh = dataclasses.replace(view, answer="new")  # what the error message advises
+    assert type(fresh) is Rollout and fresh.answer == "new" and fresh.metadata == rollout.metadata
+    assert type(pickle.loads(pickle.dumps(view))) is Rollout
+    assert pickle.loads(pickle.dumps(view)) == rollout
     replaced = dataclasses.replace(rollout, answer={"x": [1]})
     assert type(replaced.answer["x"]) is FrozenList
     assert pickle.loads(pickle.dumps(rollout)) == rollout
