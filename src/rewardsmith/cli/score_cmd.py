@@ -95,8 +95,16 @@ def run_score_job(job: ScoreJob, source: Path, rollouts: list[Rollout], bad_line
 @app.command("score")
 @handle_errors
 def score(
-    rollouts: Path = typer.Argument(..., help="Rollout JSONL (one object a line), or "
-                                    "Parquet (.parquet).", dir_okay=False),
+    ctx: typer.Context,
+    rollouts: Path | None = typer.Argument(None, help="Rollout JSONL (one object a line), or "
+                                           "Parquet (.parquet).", dir_okay=False,
+                                           show_default=False),
+    completion: str | None = typer.Option(
+        None, "--completion", help="Score this one completion instead of a file ('-' reads it "
+        "from stdin) and print its scored line; records nothing unless --store is given."),
+    answer: str | None = typer.Option(None, "--answer", help="With --completion: the reference "
+                                      "answer (a JSON object or list is decoded)."),
+    prompt: str | None = typer.Option(None, "--prompt", help="With --completion: the prompt."),
     rubric: Path | None = typer.Option(None, "--rubric", "-r", help="Rubric YAML file."),
     reward: str | None = typer.Option(None, "--reward", help="Score with one reward instead "
                                       "of a rubric (built-in name or import path)."),
@@ -149,7 +157,22 @@ def score(
     """Score rollouts with a rubric and print a summary.
 
     Example: rewardsmith score rollouts.jsonl --rubric rubric.yaml -o scored.jsonl
+
+    One completion: rewardsmith score --completion "... #### 42" --answer 42 --reward gsm8k
     """
+    if completion is not None:
+        if rollouts is not None:
+            raise fail("give a rollouts file or --completion, not both")
+        rollouts = _one_rollout_file(ctx, completion, answer, prompt)
+        source = ctx.get_parameter_source("store")
+        if getattr(source, "name", "") != "COMMANDLINE":
+            no_store = True  # a one-off try leaves no store behind unless asked to
+        quiet = quiet or not as_json
+    elif rollouts is None:
+        raise fail("missing ROLLOUTS: a rollouts file (JSONL or Parquet), or --completion TEXT")
+    elif answer is not None or prompt is not None:
+        raise fail("--answer and --prompt go with --completion (a file's rollouts carry their "
+                   "own)")
     from ..files.atomic import atomic_text
     from ..files.paths import refuse_output_over_input
     from ..scoring import ScoreJob
@@ -222,6 +245,29 @@ def score(
         if not as_json:
             err_console.print(f"[red]{check.message}[/]")
         raise typer.Exit(EXIT_FAILED)
+
+
+def _one_rollout_file(ctx: typer.Context, completion: str, answer: str | None,
+                      prompt: str | None) -> Path:
+    """A rollouts file of the one rollout given on the command line, removed when the command
+    ends."""
+    import tempfile
+
+    text = sys.stdin.read() if completion == "-" else completion
+    value: object = answer
+    if answer is not None and answer.lstrip().startswith(("{", "[")):
+        try:
+            value = json.loads(answer)
+        except json.JSONDecodeError as exc:
+            raise fail(f"--answer looks like JSON but is not ({exc.msg} at character "
+                       f"{exc.pos}); quote it as text or fix it") from None
+    folder = tempfile.TemporaryDirectory(prefix="rewardsmith-one-")
+    ctx.call_on_close(folder.cleanup)
+    path = Path(folder.name) / "completion.jsonl"
+    row = {"id": "completion", "group": "completion", "prompt": prompt or "",
+           "completion": text, "answer": value}
+    path.write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
 
 
 def _trainer_name(name: str | None) -> str | None:
