@@ -82,7 +82,8 @@ def _progress(enabled: bool) -> Iterator[Progress | None]:
 def run_score_job(job: ScoreJob, source: Path, rollouts: list[Rollout], bad_lines: list[str],
                   output: IO[str] | None, show_progress: bool) -> ScoreResult:
     with _progress(show_progress) as bar:
-        task = bar.add_task("scoring", total=None) if bar is not None else None
+        # The count is known once the file is read: the bar shows 0/N from the start, not 0/?.
+        task = bar.add_task("scoring", total=len(rollouts)) if bar is not None else None
 
         def progress(done: int, total: int) -> None:
             if bar is not None and task is not None:
