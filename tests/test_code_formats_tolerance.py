@@ -94,6 +94,23 @@ def test_in_every_format_an_integer_off_by_6999_fails(tests: Any, off: str, floa
 
 
 @pytest.mark.usefixtures("sandbox")
+@pytest.mark.parametrize(("language", "program"), [
+    ("cpp", "#include <iostream>\nint main() { std::cout << 7006999 << std::endl; }"),
+    ("javascript", "console.log(7006999);"),
+])
+def test_other_languages_printing_an_integer_off_by_6999_fail(language: str,
+                                                              program: str) -> None:
+    import shutil
+
+    if shutil.which({"cpp": "g++", "javascript": "node"}[language]) is None:
+        pytest.skip(f"no toolchain for {language}")
+    tests = {"inputs": [""], "outputs": ["7000000\n"]}
+    result = code(f"```{language}\n{program}\n```", tests, language=language,
+                  float_tolerance=max(TOLERANCES))
+    assert result["reward"] == 0.0 and result["wrong"] == 1.0, result
+
+
+@pytest.mark.usefixtures("sandbox")
 def test_the_off_by_one_probe_earns_nothing_under_a_wide_tolerance() -> None:
     from rewardsmith.testing.code_kinds import code_kind, code_probes
 
