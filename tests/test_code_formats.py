@@ -194,7 +194,7 @@ def test_evalplus_tests_become_value_tests_with_atol() -> None:
         "average(*[[1e309, 1.0]])"]
     assert [t.tolerance for t in tests] == [1e-6] * 4  # atol 0 and float results: 1e-6
     human = parse_tests(EXAMPLES["humanevalplus"]["answer"], "python")
-    assert human[0].spec["expr"] == "triple_sum(*[1, 2, 3])" and human[0].tolerance is None
+    assert human[0].spec["expr"] == "triple_sum(*[1, 2, 3])" and human[0].tolerance == 0.0
     assert all(t.check == "equal" for t in human)
 
 
@@ -207,6 +207,12 @@ def test_evalplus_compares_floats_within_atol_and_tuples_exactly() -> None:
     assert code(near, {"test": test})["reward"] == 1.0
     far = fenced("def f(x):\n    return 0.502 if x == 1.0 else [1, 2]\n")
     assert code(far, {"test": test})["reward"] == 0.0
+    # atol 0 on a mixed list is exact, whatever the rubric's float_tolerance.
+    mixed = ("inputs = [[1.0]]\nresults = [[0.5, 1]]\n"
+             "for i, (inp, exp) in enumerate(zip(inputs, results)):\n"
+             "    assertion(f(*inp), exp, 0)\n")
+    close = fenced("def f(x):\n    return [0.5000001, 1]\n")
+    assert code(close, {"test": mixed}, float_tolerance=1e-3)["reward"] == 0.0
 
 
 def test_evalplus_raw_rows_use_their_inputs_not_the_original_humaneval_test() -> None:

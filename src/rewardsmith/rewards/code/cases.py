@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["CodeTest", "Reference", "TestSuite", "call_test", "function_name", "loads", "mapping",
@@ -52,7 +52,6 @@ class TestSuite:
     time_limit: float | None = None  # seconds per test
     memory_mb: int | None = None
     reference: Reference | None = None
-    notes: tuple[str, ...] = field(default=())
 
 
 def loads(value: Any, what: str) -> Any:

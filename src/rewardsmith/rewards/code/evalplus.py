@@ -67,10 +67,11 @@ def _is_floats(value: Any) -> bool:
         all(isinstance(item, float) for item in value)
 
 
-def tolerance_for(atol: float, expected: Any) -> float | None:
+def tolerance_for(atol: float, expected: Any) -> float:
+    """EvalPlus's tolerance for one expected value; 0.0 (exact) replaces the rubric's too."""
     if atol:
         return atol
-    return _FLOATS_DEFAULT_ATOL if _is_floats(expected) else None
+    return _FLOATS_DEFAULT_ATOL if _is_floats(expected) else 0.0
 
 
 def _assertion_call(module: ast.Module) -> ast.Call | None:
