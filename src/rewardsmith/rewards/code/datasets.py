@@ -47,7 +47,7 @@ class _NoGlobals(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refused: the pickle names {module}.{name}")
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=4)
 def _decompress(text: str, what: str) -> Any:
     """LiveCodeBench's private tests: base64 of zlib of a pickled JSON string. Kept for the
     last few problems: every rollout of a group carries the same string (callers only read
