@@ -140,6 +140,8 @@ class _Boom:
     ({"test_cases": [{"input": "1", "output": "1", "type": "checker"}]}, "type 'checker'"),
     ({"test_cases": [{"input": [1], "output": [1], "type": "function_call"}]}, "fn_name"),
     ({"verification_info": "{not json"}, "'verification_info' is not JSON"),
+    ({"test": "from solution import f\n\ndef test_f():\n    assert f(1) == 1\n"},
+     "pytest-style test functions"),
     ({"tests": [1, 2]}, "unknown test format"),
 ])
 def test_a_format_that_cannot_be_read_is_an_error_naming_it(answer: Any, message: str) -> None:

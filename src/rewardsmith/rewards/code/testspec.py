@@ -146,6 +146,11 @@ def _test_code(data: Mapping[str, Any], language: str) -> list[CodeTest] | None:
         if not entry:
             if "test_list" in data or "asserts" in data:
                 return None
+            if any(isinstance(s, ast.FunctionDef) and s.name.startswith("test")
+                   for s in module.body):
+                raise ValueError("pytest-style test functions (KodCode's 'from solution import "
+                                 "...' tests) are not a test format rewardsmith reads; give "
+                                 "them as 'asserts' or as check(candidate) with 'entry_point'")
             raise ValueError("a 'test' with check(candidate) needs 'entry_point'")
         return _check_function(module, code, entry)
     if language == "javascript":
