@@ -112,11 +112,41 @@ def _die_with_parent(owner: int) -> None:
         os._exit(1)
 
 
+def _adopt_orphans() -> None:
+    """Become the child subreaper of what the calls start: a daemon (double fork, new
+    session) is then re-parented to this worker instead of init, so it can still be found
+    and ended (``_end_left_behind``)."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+
+
+def _end_left_behind() -> None:
+    """Kill every process the batch's calls started and left running (and reap them): none
+    outlives its call, or holds the caller's output streams open."""
+    me = os.getpid()
+    for _ in range(2):  # a second look: one may have forked while the first were killed
+        left = descendants(me)
+        if not left:
+            break
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def worker_main(conn: Any, slot: Any, buffer: Any, log_block: Any, owner: int) -> None:
     """The worker's loop: register programs, run batches, reply, until told to stop."""
     with contextlib.suppress(OSError):
         os.setsid()  # lead a process group: the parent kills the whole group on a timeout
     _die_with_parent(owner)
+    _adopt_orphans()
     with contextlib.suppress(OSError):
         os.dup2(2, 1)  # what rewards print (Python, C code, child processes) goes to stderr
     sys.stdout = sys.stderr
@@ -181,6 +211,7 @@ def worker_main(conn: Any, slot: Any, buffer: Any, log_block: Any, owner: int) -
                     for f in failures.values())
                 reply = _reply(values, failures, recycle)
                 restore_streams(streams)
+                _end_left_behind()
             del message, raw
         finally:
             gc.enable()
