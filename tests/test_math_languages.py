@@ -100,3 +100,10 @@ def test_digits_of_every_script_are_numbers_in_references_too() -> None:
     assert math_equal("92", "٩٢").equal
     assert math_equal("\\boxed{３／４}", "0.75").status == "ok"
     assert not math_equal("92", "٩٣").equal
+
+
+def test_a_math_segment_is_not_a_quantity_with_a_unit() -> None:
+    # "Thus" opens the last sentence, but its first value is math followed by a word, not a
+    # number with a unit: the sentence states no single value, and the last expression is read.
+    found = extract_answer("Thus $x = 3$ gives the minimum value $\\frac12$.")
+    assert found is not None and found.answers == ("\\frac12",)

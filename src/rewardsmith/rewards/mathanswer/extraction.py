@@ -133,16 +133,19 @@ def _in_sentence(text: str) -> str | None:
     """The one value a sentence states: "The largest $n$ is 34." gives 34 (a bare name such
     as $n$ or $f(x)$ is not a value). Of several values, the first when it is a quantity stated
     alone ("12 个苹果，比原来多 3 个" gives 12, see ``cues.stated_first``); else None ("3, not 4")."""
-    found = [(m.start(), m.end(), next(g for g in m.groups() if g is not None).strip())
+    # (start, end, text, plain): plain numbers apart from math segments and LaTeX values.
+    found = [(m.start(), m.end(), next(g for g in m.groups() if g is not None).strip(), False)
              for m in _MATH.finditer(text)]
     outside = _DOLLAR_SPAN.sub(_blank, text)
-    found += [(m.start(), m.end(), m.group(0).strip()) for m in _LATEX_VALUE.finditer(outside)]
+    found += [(m.start(), m.end(), m.group(0).strip(), False)
+              for m in _LATEX_VALUE.finditer(outside)]
     outside = _LATEX_VALUE.sub(_blank, outside)
-    found += [(m.start(), m.end(), m.group(0).strip()) for m in _PLAIN.finditer(outside)]
+    found += [(m.start(), m.end(), m.group(0).strip(), True) for m in _PLAIN.finditer(outside)]
     values = sorted(f for f in found if any(c.isdigit() or c == "\\" for c in f[2]))
     if len(values) == 1:
         return values[0][2]
-    if values and stated_first(text, [(start, end) for start, end, _ in values]):
+    # Only a plain number is a quantity with a unit ("12 个"); "$x = 3$ gives" is not one.
+    if values and values[0][3] and stated_first(text, [(v[0], v[1]) for v in values]):
         return values[0][2]
     return None
 
