@@ -12,6 +12,7 @@ import pytest
 
 from rewardsmith import Component, Engine, Rollout, Rubric, Status
 from rewardsmith.rewards.answers import gsm8k
+from support.speed import session_speed_factor
 
 FIXTURES = Path(__file__).parent / "fixtures" / "user_rewards.py"
 
@@ -39,7 +40,8 @@ def test_crash_isolation_and_hard_timeout(misbehaving: Rubric) -> None:
         started = time.monotonic()
         scores = engine.score_group(rollouts(texts))
         elapsed = time.monotonic() - started
-    assert elapsed < 1.0 + 1.5  # stopped within timeout + 1 s (plus process start-up)
+    # Stopped within the timeout plus process start-up, which a busy machine stretches.
+    assert elapsed < 1.0 + 1.5 * session_speed_factor()
     by_id = {s.id: s for s in scores}
     assert [s.id for s in scores] == ["0", "1", "2", "3", "4"]  # input order
     assert by_id["0"].status is Status.OK and by_id["0"].reward == 2.5

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from support.speed import speed_factor
+
 IMPORT_BUDGET_S = 0.25
 # The start of ``score`` measures 0.25 s on a quiet machine, about 0.09 s of it pydantic, which
 # typer imports to parse the options: a little room, so that a slower machine does not fail.
@@ -25,21 +27,6 @@ SCORE_START_BUDGET_S = 0.30
 # Loaded only when a run needs them: judges and HTTP, Parquet, the server, numpy, sympy, Ray.
 HEAVY = ("httpx", "rewardsmith.judge", "pyarrow", "fastapi", "uvicorn", "numpy", "sympy",
          "ray", "langdetect", "jsonschema", "rewardsmith.sandbox")
-
-
-# The best of five runs of ``sum(i * i for i in range(300_000))`` on the machine the budgets
-# were set on, quiet.
-REFERENCE_WORK_S = 0.036
-
-
-def _speed_factor() -> float:
-    """How much slower than the reference machine this one runs pure Python now (>= 1)."""
-    code = ("import time\nbest = 9.0\nfor _ in range(5):\n    t = time.perf_counter()\n"
-            "    sum(i * i for i in range(300_000))\n    best = min(best, time.perf_counter() - t)\n"
-            "print(best)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=True)
-    return max(1.0, float(done.stdout) / REFERENCE_WORK_S)
 
 
 def _imports(args: list[str], cwd: Path, until: bytes | None = None) -> tuple[float, set[str]]:
@@ -76,7 +63,7 @@ def _best_of_five(args: list[str], cwd: Path,
 def test_help_imports_little(tmp_path: Path) -> None:
     seconds, names = _best_of_five(["-m", "rewardsmith", "--help"], tmp_path)
     assert not {h for h in HEAVY if h in names}, "help imported heavy modules"
-    budget = IMPORT_BUDGET_S * _speed_factor()
+    budget = IMPORT_BUDGET_S * speed_factor()
     assert seconds < budget, f"--help spent {seconds:.3f} s importing (budget {budget:.3f} s)"
 
 
@@ -93,7 +80,7 @@ def test_score_start_imports_little(tmp_path: Path) -> None:
             "-o", str(tmp_path / "o.jsonl"), "-w", "0", "--store", str(tmp_path / "s{run}.db"), "-q"]
     seconds, names = _best_of_five(args, tmp_path, until=b"FIRST-CALL")
     assert not {h for h in HEAVY if h in names}, "the start of score imported heavy modules"
-    budget = SCORE_START_BUDGET_S * _speed_factor()
+    budget = SCORE_START_BUDGET_S * speed_factor()
     assert seconds < budget, (f"the start of score spent {seconds:.3f} s importing "
                               f"(budget {budget:.3f} s)")
 

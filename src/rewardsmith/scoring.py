@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .engine import Engine, ResultCache
+from .engine.core import DEFAULT_BATCH_ROLLOUTS
 from .errors import InputError
 from .io import OnBadLine, group_rollouts
 from .recording import start_recording
@@ -58,6 +59,9 @@ class ScoreJob:
     # is refused (``io.MixedGroups``); otherwise ``read`` lists it in ``input_warnings``.
     strict_groups: bool = False
     input_warnings: list[str] = field(default_factory=list)
+    # Rollouts a batch holds at most (whole groups); None: the engine's default. Small inputs
+    # are cut finer anyway, so that every worker has work.
+    batch_size: int | None = None
 
     def read(self, path: str | Path) -> tuple[list[Rollout], list[str]]:
         bad: list[InputError] = []
@@ -103,7 +107,8 @@ class ScoreJob:
         with Engine(self.rubric, workers=self.workers, max_concurrency=self.max_concurrency,
                     cache=store or self.cache,
                     store_path=store.path if store else self.store_path,
-                    timing=self.timing) as engine:
+                    timing=self.timing,
+                    batch_rollouts=self.batch_size or DEFAULT_BATCH_ROLLOUTS) as engine:
             engine.check()  # judges and other evaluators fail here, before any scoring
             recorder = start_recording(store, self.rubric, rollouts, source=source) \
                 if store else None

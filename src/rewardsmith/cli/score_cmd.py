@@ -127,6 +127,10 @@ def score(
     workers: int | None = typer.Option(None, "--workers", "-w", min=0,
                                        help="Worker processes (default: one per core; 0 runs "
                                        "in-process without hard timeouts)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", min=1,
+                                          help="Rollouts sent to a worker at once, at most "
+                                          "(whole groups; default 2048, smaller near the end "
+                                          "and for small inputs so every worker has work)."),
     backend: str | None = typer.Option(None, "--backend", help=BACKEND_HELP),
     ray_address: str | None = typer.Option(None, "--ray-address", help=RAY_ADDRESS_HELP),
     max_concurrency: int = typer.Option(64, "--max-concurrency", min=1,
@@ -208,7 +212,7 @@ def score(
                    trainer=_trainer_name(trainer), advantage_method=_method_name(advantage),
                    store=None if no_store else str(store), timing=timing,
                    post_process=None if tracked is None else tracked.observe,
-                   strict_groups=strict_groups)
+                   strict_groups=strict_groups, batch_size=batch_size)
     items, bad_lines = job.read(rollouts)
     for warning in job.input_warnings:
         err_console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)

@@ -46,6 +46,9 @@ from .timing import timed
 
 __all__ = ["Engine", "score_rollouts"]
 
+# Rollouts one batch holds at most (whole groups); small inputs are cut finer (``slices``).
+DEFAULT_BATCH_ROLLOUTS = 2048
+
 
 @runtime_checkable
 class _Checked(Protocol):
@@ -133,7 +136,7 @@ class Engine:
         *,
         workers: int | None = None,
         max_concurrency: int = 64,
-        batch_rollouts: int = 2048,
+        batch_rollouts: int = DEFAULT_BATCH_ROLLOUTS,
         cache: ResultCache | None = None,
         store_path: str | None = None,
         stop_on_systematic: bool = True,

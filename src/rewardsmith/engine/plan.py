@@ -102,9 +102,12 @@ def slices(items: list[Rollout], sizes: list[int] | None, *, batch_rollouts: int
     given, any slice when no reward looks at a group as a whole."""
 
     def limit(remaining: int) -> int:
-        # A share of what is left per worker (guided scheduling), never below a few groups.
+        # A share of what is left per worker (guided scheduling), never below a few groups,
+        # and never so large that a small input leaves a worker idle (40 slow calls on 2
+        # workers are 2 batches, not 1).
         share = remaining // (2 * max(1, workers))
-        return max(min(batch_rollouts, 64), min(batch_rollouts, share))
+        floor = min(batch_rollouts, 64, -(-remaining // max(1, workers)))
+        return max(1, floor, min(batch_rollouts, share))
 
     if sizes is None:
         start = 0
