@@ -172,8 +172,15 @@ def _lane_sum(items: Float, head: int, stop: int, width: int, halves: bool = Fal
     return total
 
 
+# Above this many rollouts in a group, NeMo's leave-one-out sums are not emulated kernel for
+# kernel (that takes time quadratic in the group's size): each is the exact sum of the others,
+# rounded once. NeMo itself builds an N x N matrix per group.
+NEMO_EXACT_LIMIT = 50_000
+
+
 def _loo_sums(x: Float) -> Float:
-    """``(1 - eye) @ x`` per group, added in the order of MKL's ``?gemv('T')`` (see above).
+    """``(1 - eye) @ x`` per group, added in the order of MKL's ``?gemv('T')`` (see above),
+    in memory linear in the group's size (no N x N matrix).
 
     Result rows go in blocks of four: vectors of 4 floats (2 doubles) after a head of 1-4
     (1-2) elements. The 1-3 rows left take other kernels after a head of 4 floats (2
@@ -181,30 +188,75 @@ def _loo_sums(x: Float) -> Float:
     8 and 4 float lanes (4 and 2 double lanes), a last single row 8 lanes.
     """
     size = x.shape[1]
+    if size > NEMO_EXACT_LIMIT:
+        total = x.sum(axis=1, dtype=np.float64)[:, None]
+        loo: Float = (total - x.astype(np.float64)).astype(x.dtype)
+        return loo
     double = x.dtype == np.float64
-    keep = 1 - np.eye(size, dtype=x.dtype)
     blocked = 4 * (size // 4)
     left = size - blocked
     out = np.empty_like(x)
-    for row in range(size):
-        items = x * keep[row]
-        if row < blocked:
-            width = 2 if double else 4
-            vectors = (size - 1) // width
-            head = size - width * vectors
-            out[:, row] = _lane_sum(items, head, size, width if vectors else 1)
-            continue
+    if blocked:
+        out[:, :blocked] = _blocked_loo_sums(x, blocked, 2 if double else 4)
+    for row in range(blocked, size):
+        items = x.copy()
+        items[:, row] = x[:, row] * 0  # as (1 - eye) leaves it: a zero of the value's sign
         head = min(2 if double else 4, size)
         stop = head + 8 * ((size - head) // 8)
         single = left % 2 == 1 and row == size - 1
         width = 8 if single else ((4, 2) if double else (8, 4))[(row - blocked) % 2]
         if stop == head:
             width = 1
-        total = _lane_sum(items, head, stop, width, halves=double and width == 8)
+        total_row = _lane_sum(items, head, stop, width, halves=double and width == 8)
         for j in range(stop, size):
-            total = total + items[:, j]
-        out[:, row] = total
+            total_row = total_row + items[:, j]
+        out[:, row] = total_row
     return out
+
+
+def _blocked_loo_sums(x: Float, rows: int, width: int) -> Float:
+    """Rows ``0..rows-1`` of ``_loo_sums``: each is ``_lane_sum`` over ``x`` with that row's
+    column zeroed (a head of ``head`` elements into lane 0, then ``vectors`` vectors of
+    ``width`` lanes, then the lanes halved). Only the zeroed element's lane differs from the
+    sum of all, so each lane is added once in order (prefix sums), and the lane of every row
+    is finished by adding the rest of it to that row's prefix, for all rows at once."""
+    groups, size = x.shape
+    vectors = (size - 1) // width
+    head = size - width * vectors
+    lanes = width if vectors else 1
+    zero = x * 0
+    # Each lane's elements in the order they are added: lane 0 takes the head first.
+    body = x[:, head:].reshape(groups, vectors, lanes) if vectors else x[:, :0].reshape(
+        groups, 0, lanes)
+    streams = [np.concatenate([x[:, :head], body[:, :, 0]], axis=1)]
+    streams += [body[:, :, k] for k in range(1, lanes)]
+    full = np.empty((groups, lanes), dtype=x.dtype)
+    finished = []  # per lane: its sum when element p is zeroed, for every p
+    for k, stream in enumerate(streams):
+        start = np.zeros((groups, 1), dtype=x.dtype)
+        prefix = np.cumsum(np.concatenate([start, stream], axis=1), axis=1)  # sequential
+        full[:, k] = prefix[:, -1]
+        # The element positions of lane k, as columns of x (to find each one's zero).
+        columns = (np.concatenate([np.arange(head), head + lanes * np.arange(vectors)])
+                   if k == 0 else head + k + lanes * np.arange(vectors))
+        count = stream.shape[1]
+        state = prefix[:, :count] + zero[:, columns]
+        for step in range(1, count):
+            state[:, : count - step] += stream[:, step:]
+        finished.append(state)
+    acc = np.broadcast_to(full[:, None, :], (groups, rows, lanes)).copy()
+    row = np.arange(rows)
+    lane = np.where(row < head, 0, (row - head) % lanes)
+    position = np.where(row < head, row, np.where(lane == 0, head + (row - head) // lanes,
+                                                  (row - head) // lanes))
+    for k in range(lanes):
+        pick = lane == k
+        acc[:, pick, k] = finished[k][:, position[pick]]
+    while acc.shape[2] > 1:
+        half = acc.shape[2] // 2
+        acc = acc[:, :, :half] + acc[:, :, half:]
+    result: Float = acc[:, :, 0]
+    return result
 
 
 def _nemo(x: Float, b: _Batch) -> Float:
