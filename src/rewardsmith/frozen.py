@@ -71,12 +71,19 @@ _ATOMS = frozenset((str, int, float, bool, type(None), bytes))
 def freeze(value: Any) -> Any:
     """``value`` with every dict and list in it made read-only (a copy; frozen ones are kept)."""
     kind = type(value)
+    if kind is dict:  # the common case first: metadata read from JSON, often flat
+        if not value:
+            return EMPTY
+        for item in value.values():
+            if type(item) not in _ATOMS:
+                return FrozenDict({key: freeze(item) for key, item in value.items()})
+        return FrozenDict(value)
     if kind in _ATOMS or kind is FrozenDict or kind is FrozenList:
         return value
+    if kind is list or isinstance(value, list):
+        return FrozenList(_frozen_items(value))
     if isinstance(value, Mapping):
         return FrozenDict({key: freeze(item) for key, item in value.items()}) if value else EMPTY
-    if isinstance(value, list):
-        return FrozenList(_frozen_items(value))
     if kind is tuple:
         return tuple(_frozen_items(value))
     return value
