@@ -105,6 +105,14 @@ def _compressed(payload: Any) -> str:
     return base64.b64encode(zlib.compress(pickle.dumps(payload))).decode()
 
 
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_livecodebench_compressed_tests_at_every_pickle_protocol(protocol: int) -> None:
+    rows = [{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}]
+    packed = base64.b64encode(zlib.compress(pickle.dumps(json.dumps(rows), protocol))).decode()
+    tests = parse_tests({"public_test_cases": "[]", "private_test_cases": packed}, "python")
+    assert [(t.spec["input"], t.expected) for t in tests] == [("1 2\n", "3\n")]
+
+
 class _Boom:
     def __reduce__(self) -> tuple[Any, ...]:
         return (print, ("ran on the host",))
@@ -121,8 +129,10 @@ class _Boom:
       "metadata": {"func_name": "f"}}, "output is not a JSON value"),
     ({"public_test_cases": "[]", "private_test_cases": "not base64 or json!"},
      "neither JSON nor LiveCodeBench's compressed"),
-    ({"public_test_cases": "[]", "private_test_cases": _compressed(_Boom())}, "refused"),
-    ({"public_test_cases": "[]", "private_test_cases": _compressed(42)}, "not a JSON string"),
+    ({"public_test_cases": "[]", "private_test_cases": _compressed(_Boom())},
+     "not one string"),
+    ({"public_test_cases": "[]", "private_test_cases": _compressed(42)}, "not one string"),
+    ({"public_test_cases": "[]", "private_test_cases": _compressed(["[]"])}, "not one string"),
     ({"public_tests": {"input": ["1"], "output": []}}, "'input' has 1 items"),
     ({"public_tests": {"input": ["1"], "output": ["1"]}, "time_limit": "2s"}, "time_limit"),
     ({"public_tests": {"input": ["1"], "output": ["1"]}, "memory_limit_bytes": -1},
