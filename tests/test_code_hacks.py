@@ -335,3 +335,30 @@ def test_stderr_of_any_size_does_not_fail_a_cpp_or_javascript_test() -> None:
           "const [a, b] = require('fs').readFileSync(0, 'utf8').trim().split(' ').map(Number);\n"
           "console.log(a + b);\n")
     assert run(js, TWO_SUMS, language="javascript")["reward"] == 1.0
+
+
+# ---------------------------------------------------------------- programs after programs
+
+
+def test_programs_that_share_a_warm_sandbox_share_nothing() -> None:
+    # One sandbox serves a process's programs one after another: nothing one program leaves
+    # (files, a locked /tmp, a process still running) meets the next.
+    leave = ("import os, time\n"
+             "open('/tmp/left', 'w').write('x')\n"
+             "open('/dev/shm/left', 'w').write('x')\n"
+             "if os.fork() == 0:\n"
+             "    os.setsid()\n"
+             "    time.sleep(30)\n"
+             "    os._exit(0)\n"
+             "os.chmod('/tmp', 0o500)\n"
+             "print('left')\n")
+    look = ("import os\n"
+            "files = os.listdir('/tmp') + os.listdir('/dev/shm')\n"
+            "others = [p for p in os.listdir('/proc') if p.isdigit() and int(p) > 1\n"
+            "          and int(p) != os.getpid()]\n"
+            "open('/tmp/mine', 'w').write('ok')\n"
+            "print('clean' if files == ['rs-work'] and not others else (files, others))\n")
+    clean = {"inputs": [""], "outputs": ["clean"]}
+    for _ in range(2):
+        assert run(leave, {"inputs": [""], "outputs": ["left"]})["reward"] == 1.0
+        assert run(look, clean)["reward"] == 1.0

@@ -47,14 +47,42 @@ def _pid_namespace(pid: str) -> str | None:
         return None
 
 
+def _is_sandbox_runner(pid: str) -> bool:
+    # A warm sandbox's runner is PID 1 of its namespace and waits for the next program.
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("NSpid:"):
+                    return line.split()[-1] == "1"
+    except OSError:
+        pass
+    return False
+
+
+def _describe(pids: set[str]) -> list[str]:
+    found = []
+    for pid in sorted(pids):
+        try:
+            with open(f"/proc/{pid}/status", encoding="utf-8") as handle:
+                fields = dict(line.split(":", 1) for line in handle if ":" in line)
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                command = handle.read()[:60].replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        found.append(f"{pid} {fields.get('State', '').strip()} "
+                     f"NSpid {fields.get('NSpid', '').strip()} {command}")
+    return found
+
+
 def sandboxed_processes() -> set[str]:
-    """Processes living in a PID namespace other than this one's: sandboxed programs."""
+    """Processes living in a PID namespace other than this one's, but for warm sandboxes'
+    runners: what sandboxed programs left."""
     mine = _pid_namespace("self")
     found = set()
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             space = _pid_namespace(pid)
-            if space is not None and space != mine:
+            if space is not None and space != mine and not _is_sandbox_runner(pid):
                 found.add(pid)
     return found
 
@@ -68,12 +96,14 @@ def nothing_left_running() -> Iterator[None]:
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
         left = sandboxed_processes() - before
-    assert not left, f"processes left running after the test: {sorted(left)}"
+    assert not left, f"processes left running after the test: {_describe(left)}"
 
 
 def run(program: str, tests: Any = None, **params: Any) -> dict[str, float]:
     params.setdefault("time_limit", 2.0)
-    return code(f"```python\n{program}\n```", SUM_TESTS if tests is None else tests, **params)
+    result: dict[str, float] = code(f"```python\n{program}\n```",
+                                    SUM_TESTS if tests is None else tests, **params)
+    return result
 
 
 def assert_no_credit(result: dict[str, float]) -> None:

@@ -86,14 +86,16 @@ class MemoryCgroup:
         return None
 
     def set_limit(self, limit_bytes: int) -> None:
-        """Set (or lower, after a compile) what the cgroup may hold, swap included."""
+        """Set (raise, or lower after a compile) what the cgroup may hold, swap included."""
         if self.version == "v1":
-            _write(os.path.join(self.folder, "memory.limit_in_bytes"), str(limit_bytes))
-            try:  # no swapping past the limit, where swap is accounted
-                _write(os.path.join(self.folder, "memory.memsw.limit_in_bytes"),
-                       str(limit_bytes))
-            except OSError:
-                pass
+            # memory+swap may never be below memory: raised first, lowered last.
+            swap = os.path.join(self.folder, "memory.memsw.limit_in_bytes")
+            for path in (swap, os.path.join(self.folder, "memory.limit_in_bytes"), swap):
+                try:
+                    _write(path, str(limit_bytes))
+                except OSError:
+                    if path != swap:
+                        raise
         else:
             _write(os.path.join(self.folder, "memory.max"), str(limit_bytes))
             try:

@@ -1,11 +1,14 @@
 """The test runner that executes inside the sandbox (standard library only, never imported).
 
-The host starts it as ``python3 -I -S -c <text>`` inside the sandbox, the text being
-``_harness_values.py``, ``_harness_python.py`` and this file joined (``# inlined`` imports
-dropped), and sends one JSON job on stdin: the program, its language, the tests and the limits. It compiles the
-program once, then runs each test in a fresh child process (a fork of itself for Python, an
-``exec`` of the compiled binary or of ``node`` otherwise) with resource limits, a wall-clock
-deadline and capped output, and writes one JSON line per event on stdout.
+The host starts it as ``python3 -I -S -c <text> jobs`` inside the sandbox, the text being the
+parts named in ``_process.HARNESS_PARTS`` joined (``# inlined`` imports dropped), and sends
+jobs on stdin, one JSON line each: the program, its language, the tests and the limits. For
+each it compiles the program once, then runs each test in a fresh child process (a fork of
+itself for Python, an ``exec`` of the compiled binary or of ``node`` otherwise; see
+``_harness_child.py``) with resource limits, a wall-clock deadline and capped output, and
+writes one JSON line per event on stdout. Between programs it kills every other process and
+empties the scratch folders (a warm sandbox: see ``_warm.py``); without ``jobs`` it runs one
+job and exits.
 
 It never judges: expected outputs never enter the sandbox, so the program cannot read them.
 It reports what the program printed (stdin tests) or the plain value it returned, encoded
@@ -20,34 +23,20 @@ from __future__ import annotations
 
 import ctypes
 import json
-import math
 import os
-import resource
-import select
 import signal
 import sys
-import time
 from importlib import import_module
 from typing import Any
 
-from ._harness_files import (  # inlined
-    _IS_INIT,  # inlined
-    _SCRATCH,  # inlined
-    _WORK,  # inlined
-    _deny_memfd,  # inlined
-    _Fresh,  # inlined
-    _Keep,  # inlined
-    _memory_file,  # inlined
-)  # inlined
+from ._harness_child import _STDERR_KEEP, _kill_stragglers, _run_child  # inlined
+from ._harness_files import _IS_INIT, _SCRATCH, _WORK, _Fresh, _Keep, _memory_file  # inlined
 from ._harness_python import _python_child, _script_runner, _serve  # inlined
 from ._harness_values import _BUILTINS, _exit, _write  # inlined
 
 # Warm the modules solutions import most: each test's fork then shares them.
 for _name in ("bisect", "collections", "functools", "heapq", "itertools", "re"):
     import_module(_name)
-
-_STDERR_KEEP = 2000
-_VALUE_CAP = 1 << 20
 
 
 def _emit(event: dict[str, Any]) -> None:
@@ -63,218 +52,6 @@ def _undumpable() -> None:
         libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     except (OSError, AttributeError):
         pass
-
-
-def _set_limits(limits: dict[str, Any], *, memory_mb: int, cpu_s: int,
-                data_limit: bool = False) -> None:
-    def cap(which: int, value: int) -> None:
-        try:
-            resource.setrlimit(which, (value, value))
-        except (ValueError, OSError):
-            soft, hard = resource.getrlimit(which)
-            if hard != resource.RLIM_INFINITY and value > hard:
-                resource.setrlimit(which, (hard, hard))
-
-    try:  # the soft limit sends SIGXCPU (reported as a timeout), the hard one kills
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
-    except (ValueError, OSError):
-        pass
-    if memory_mb > 0:
-        # V8 reserves address space far past what it uses: JavaScript is held by its data
-        # (written memory, buffers outside the heap included), everything else by its space.
-        cap(resource.RLIMIT_DATA if data_limit else resource.RLIMIT_AS, memory_mb << 20)
-    cap(resource.RLIMIT_NPROC, int(limits["processes"]))
-    cap(resource.RLIMIT_FSIZE, int(limits["file_mb"]) << 20)
-    cap(resource.RLIMIT_NOFILE, int(limits["open_files"]))
-    cap(resource.RLIMIT_CORE, 0)
-
-
-def _child_fds(stdin_fd: int, out_w: int, err_w: int, value_w: int | None,
-               exec_fd: int | None) -> None:
-    os.dup2(stdin_fd, 0)
-    os.dup2(out_w, 1)
-    os.dup2(err_w, 2)
-    first_free = 3
-    if value_w is not None:
-        os.dup2(value_w, 3)
-        first_free = 4
-    if exec_fd is not None:  # the compiled program, run by descriptor (never a path in /tmp)
-        os.dup2(exec_fd, first_free)
-        os.set_inheritable(first_free, False)
-        first_free += 1
-    os.closerange(first_free, 65536)
-    for fd in (0, 1, 2, 3) if value_w is not None else (0, 1, 2):
-        os.set_inheritable(fd, True)
-
-
-def _mark_first_to_kill() -> None:
-    # Under a memory cgroup the kernel kills the test's processes, never the runner.
-    try:
-        with open("/proc/self/oom_score_adj", "w") as handle:
-            handle.write("1000")
-    except OSError:
-        pass
-
-
-def _read_some(fd: int, sink: bytearray, cap: int) -> bool:
-    """Read what is there; False at end of stream. Keeps at most ``cap`` bytes."""
-    try:
-        chunk = os.read(fd, 65536)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    if not chunk:
-        return False
-    room = cap - len(sink)
-    if room > 0:
-        sink += chunk[:room]
-    if len(chunk) > room:
-        sink.extend(b"\0")  # a marker byte past the cap: the output overflowed
-    return True
-
-
-def _read_tail(fd: int, sink: bytearray, keep: int) -> bool:
-    """Read what is there, keeping only the last ``keep`` bytes: stderr never overflows."""
-    try:
-        chunk = os.read(fd, 65536)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    if not chunk:
-        return False
-    sink += chunk
-    if len(sink) > keep:
-        del sink[:-keep]
-    return True
-
-
-def _kill_rest(pid: int) -> None:
-    """Kill the test's process and, as init of the namespace, everything else it started."""
-    if _IS_INIT:
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    else:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def _run_child(start: Any, stdin_data: bytes, limits: dict[str, Any], deadline_s: float,
-               want_value: bool, memory_mb: int, *, exec_fd: int | None = None,
-               data_limit: bool = False, deny_memfd: bool = False) -> dict[str, Any]:
-    """Fork, let ``start()`` become the test's program, collect its output within limits.
-
-    Only stdout (and the value channel) can overflow; stderr is drained to the end and only
-    its last bytes are kept, so debug prints of any size never fail a test.
-    """
-    stdin_fd = _memory_file("stdin", stdin_data)
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    val_r, val_w = os.pipe() if want_value else (None, None)
-    cpu_s = max(1, int(math.ceil(deadline_s)) + 1)
-    began = time.monotonic()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.setsid()
-            _mark_first_to_kill()
-            _child_fds(stdin_fd, out_w, err_w, val_w, exec_fd)
-            _set_limits(limits, memory_mb=memory_mb, cpu_s=cpu_s, data_limit=data_limit)
-            if deny_memfd:
-                _deny_memfd()
-            start()
-        except BaseException:
-            pass
-        _exit(127)
-    os.close(stdin_fd)
-    os.close(out_w)
-    os.close(err_w)
-    if val_w is not None:
-        os.close(val_w)
-    out, err, val = bytearray(), bytearray(), bytearray()
-    caps = {out_r: (out, int(limits["output_bytes"]))}
-    if val_r is not None:
-        caps[val_r] = (val, _VALUE_CAP)
-    for fd in (*caps, err_r):
-        os.set_blocking(fd, False)
-    pidfd = os.pidfd_open(pid)
-    open_fds = {*caps, err_r}
-    status, exit_code = "done", None
-    deadline = began + deadline_s
-
-    def drain(fd: int) -> bool:
-        if fd == err_r:
-            return _read_tail(fd, err, _STDERR_KEEP * 4)
-        sink, cap = caps[fd]
-        return _read_some(fd, sink, cap)
-
-    def overflowed() -> bool:
-        return any(len(sink) > cap for sink, cap in caps.values())
-
-    exited = False
-    while True:
-        now = time.monotonic()
-        if now >= deadline:
-            status = "timeout"
-            break
-        ready, _, _ = select.select([*open_fds, pidfd], [], [], deadline - now)
-        for fd in ready:
-            if fd == pidfd:
-                exited = True
-            elif not drain(fd):
-                open_fds.discard(fd)
-        if overflowed():
-            status = "output_limit"
-            break
-        if exited:
-            # Drain what is already in the pipes; a grandchild may hold them open.
-            for fd in list(open_fds):
-                while fd in open_fds and not overflowed():
-                    if not drain(fd):
-                        open_fds.discard(fd)
-                    elif not select.select([fd], [], [], 0)[0]:
-                        break
-            if overflowed():
-                status = "output_limit"
-            break
-    seconds = time.monotonic() - began
-    _kill_rest(pid)
-    try:
-        _, raw = os.waitpid(pid, 0)
-        if os.WIFEXITED(raw):
-            exit_code = os.WEXITSTATUS(raw)
-        elif os.WIFSIGNALED(raw):
-            exit_code = -os.WTERMSIG(raw)
-            if os.WTERMSIG(raw) == signal.SIGXCPU and status == "done":
-                status = "timeout"
-    except ChildProcessError:
-        pass
-    _reap()
-    for fd in (*caps, err_r, pidfd):
-        os.close(fd)
-    return {
-        "status": status,
-        "exit": exit_code,
-        "stdout": bytes(out[: int(limits["output_bytes"])]).decode("utf-8", "replace"),
-        "stderr": bytes(err[-_STDERR_KEEP:]).decode("utf-8", "replace"),
-        "value": bytes(val).decode("utf-8", "replace") if val_r is not None else None,
-        "seconds": round(seconds, 4),
-    }
 
 
 _ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
@@ -408,14 +185,70 @@ def _bad_test_reason(value: str | None) -> str | None:
         return None
 
 
-def main() -> None:
+_PENDING = bytearray()  # what was read from stdin past the last line
+_FRESH: list[_Fresh] = []  # made once: the scratch folders' modes as the sandbox made them
+
+
+def _read_line() -> bytes:
+    """One line from the host (a job, or "go"); empty when the host has closed the pipe."""
+    while b"\n" not in _PENDING:
+        chunk = os.read(0, 1 << 16)
+        if not chunk:
+            break
+        _PENDING.extend(chunk)
+    end = _PENDING.find(b"\n")
+    end = len(_PENDING) if end < 0 else end + 1
+    line = bytes(_PENDING[:end])
+    del _PENDING[:end]
+    return line
+
+
+def _fresh_for(job: dict[str, Any]) -> _Fresh:
+    if not _FRESH:
+        keep = _Keep(job["runtime"].get("keep") or ())
+        _FRESH.append(_Fresh(_SCRATCH if _IS_INIT else (_WORK,), _WORK, keep))
+    return _FRESH[0]
+
+
+def _start() -> None:
     _undumpable()
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    job = json.loads(sys.stdin.buffer.readline().decode("utf-8"))
+    for number in (signal.SIGPIPE, signal.SIGINT):  # as PID 1: nothing inside can signal it
+        signal.signal(number, signal.SIG_DFL)
+
+
+def main() -> None:
+    """One job from stdin, then exit (``python -c <runner>``)."""
+    _start()
+    _run_job(json.loads(_read_line().decode("utf-8")))
+
+
+def serve_jobs() -> None:
+    """Jobs one after another, one line each, until stdin closes (``-c <runner> jobs``): the
+    warm sandbox. After each job ``{"event": "idle"}``; every process but this one is killed
+    and the scratch folders are emptied, so nothing of one program meets the next."""
+    _start()
+    while True:
+        line = _read_line()
+        if not line.strip():
+            return
+        try:
+            job = json.loads(line.decode("utf-8"))
+            _run_job(job)
+        except BaseException as exc:  # reported; the host decides whose fault it was
+            _emit({"event": "fatal", "message": f"{type(exc).__name__}: {exc}"})
+        _kill_stragglers()
+        if _FRESH:
+            try:
+                _FRESH[0].reset()
+            except OSError:
+                pass
+        _emit({"event": "idle"})
+
+
+def _run_job(job: dict[str, Any]) -> None:
     limits = job["limits"]
     language = job["language"]
-    keep = _Keep(job["runtime"].get("keep") or ())
-    fresh = _Fresh(_SCRATCH if _IS_INIT else (_WORK,), _WORK, keep)
+    fresh = _fresh_for(job)
     fresh.reset()
     total = float(limits["total_time"])
     spent = 0.0
@@ -430,13 +263,20 @@ def main() -> None:
     _emit({"event": "compile", "ok": built is not None, "message": message,
            "seconds": round(spent, 4)})
     if job.get("await_go"):  # the host sets the tests' memory limit after the compiler's
-        sys.stdin.buffer.readline()
-    null = os.open(os.devnull, os.O_RDONLY)  # keep fds 0-2 taken: a pipe must never land there
-    os.dup2(null, 0)
-    os.close(null)
-    if built is None:
-        _emit({"event": "end"})
-        return
+        _read_line()
+    if built is not None:
+        try:
+            _run_tests(job, built, spent, fresh)
+        finally:
+            if language == "cpp":
+                os.close(built)  # the binary's descriptor: the next job is another program
+    _emit({"event": "end"})
+
+
+def _run_tests(job: dict[str, Any], built: Any, spent: float, fresh: _Fresh) -> None:
+    limits = job["limits"]
+    language = job["language"]
+    total = float(limits["total_time"])
     stop = None
     memory_mb = int(limits["memory_mb"])
     exec_fd = built if language == "cpp" else None
@@ -474,7 +314,6 @@ def main() -> None:
         _emit({"event": "test", "i": index, **result})
         if result["status"] == "timeout" and job.get("stop_on_timeout", True):
             stop = "an earlier test ran past its time limit"
-    _emit({"event": "end"})
 
 
 if __name__ == "__main__":
@@ -485,6 +324,9 @@ if __name__ == "__main__":
             _exit(1)
         _exit(0)
     try:
+        if sys.argv[1:] == ["jobs"]:
+            serve_jobs()
+            _exit(0)
         main()
     except BaseException as exc:  # the harness itself failed: say why, for the host's error
         try:

@@ -15,14 +15,15 @@ from typing import Any
 
 from .jobs import Job, JobResult, SandboxError, TestRun
 
-__all__ = ["harness_source", "run_harness"]
+__all__ = ["harness_source", "job_message", "job_result", "kill_group", "report_cap",
+           "run_harness", "start_process"]
 
 _REPORT_OVERHEAD = 64 * 1024  # bytes of report per test beyond the program's own output
 
 
 # The in-sandbox runner, in the order its parts are joined into one text.
-HARNESS_PARTS = ("_harness_values.py", "_harness_files.py", "_harness_python.py",
-                 "_harness.py")
+HARNESS_PARTS = ("_harness_values.py", "_harness_files.py", "_harness_child.py",
+                 "_harness_python.py", "_harness.py")
 _FUTURE = "from __future__ import annotations"
 
 
@@ -72,29 +73,46 @@ def run_harness(argv: Sequence[str], job: Job, runtime: dict[str, Any], *,
     compile the program is a ``SandboxError``.
     """
     message = job_message(job, runtime, await_go=after_compile is not None)
-    cap = len(job.tests) * (job.limits.output_bytes * 2 + _REPORT_OVERHEAD) + _REPORT_OVERHEAD
     deadline = time.monotonic() + job.limits.wall_budget()
     try:
-        process = subprocess.Popen(
-            list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, close_fds=True, env={"PATH": "/usr/bin:/bin"},
-            user=user, group=user, extra_groups=[] if user is not None else None,
-        )
+        process = start_process(argv, user)
     except OSError as exc:
         raise SandboxError(f"{what}: cannot start {argv[0]!r}: {exc}") from exc
-    out, err, overflow, late = _exchange(process, message, cap, deadline, after_compile)
+    out, err, overflow, late = _exchange(process, message, report_cap(job), deadline,
+                                         after_compile)
     if overflow or late:
-        _kill_group(process)
+        kill_group(process)
     code = process.wait()
-    lines = _parse_lines(bytes(out))
+    return job_result(job, bytes(out), bytes(err), overflow=overflow, late=late,
+                      what=f"{what} (exit {code})")
+
+
+def start_process(argv: Sequence[str], user: int | None) -> subprocess.Popen[bytes]:
+    """The sandbox's first process, in a session of its own, as ``user`` when given."""
+    return subprocess.Popen(
+        list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True, close_fds=True, env={"PATH": "/usr/bin:/bin"},
+        user=user, group=user, extra_groups=[] if user is not None else None,
+    )
+
+
+def report_cap(job: Job) -> int:
+    """The most report a job's limits allow; past it the sandbox is killed."""
+    return len(job.tests) * (job.limits.output_bytes * 2 + _REPORT_OVERHEAD) + _REPORT_OVERHEAD
+
+
+def job_result(job: Job, out: bytes, err: bytes, *, overflow: bool, late: bool,
+               what: str) -> JobResult:
+    """The runner's report as a ``JobResult``: ``SandboxError`` when it never compiled the
+    program; tests it did not report, once it had, are ``lost`` (the program's failure)."""
+    lines = _parse_lines(out)
     fatal = [e for e in lines if e.get("event") == "fatal"]
     compiled = next((e for e in lines if e.get("event") == "compile"), None)
     if compiled is None:
-        detail = fatal[0]["message"] if fatal else bytes(err[-2000:]).decode("utf-8", "replace")
+        detail = fatal[0]["message"] if fatal else err[-2000:].decode("utf-8", "replace")
         if late:
             detail = f"no report within {job.limits.wall_budget():.0f} s. {detail}"
-        raise SandboxError(f"{what} did not run the program (exit {code}): "
-                           f"{detail.strip() or 'no message'}")
+        raise SandboxError(f"{what} did not run the program: {detail.strip() or 'no message'}")
     runs: dict[int, TestRun] = {}
     for event in lines:
         if event.get("event") == "test" and isinstance(event.get("i"), int):
@@ -176,7 +194,7 @@ def _go_if_compiled(process: subprocess.Popen[bytes], out: bytearray,
     return None
 
 
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
+def kill_group(process: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

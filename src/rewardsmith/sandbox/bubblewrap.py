@@ -18,7 +18,8 @@ from functools import partial
 from typing import Any
 
 from ._cgroup import MemoryCgroup, memory_cgroups_available
-from ._process import harness_source, run_harness
+from ._process import harness_source
+from ._warm import WarmPool, WarmSandbox
 from .jobs import Job, JobResult, Limits, SandboxError, SandboxUnavailable
 from .runtimes import SYSTEM_TREE, Runtime, find_runtime
 
@@ -48,6 +49,7 @@ class BubblewrapSandbox:
         self._bwrap = bwrap
         self._checked: dict[str, str | None] = {}  # language -> None (works) or the reason
         self._lock = threading.Lock()
+        self._pool = WarmPool()
 
     def _binary(self) -> str:
         found = self._bwrap or shutil.which("bwrap") or shutil.which(
@@ -123,30 +125,41 @@ class BubblewrapSandbox:
         return None
 
     def run(self, job: Job) -> JobResult:
+        """Run ``job`` in a warm sandbox of its kind (started on first use, see ``_warm``)."""
         runtime = find_runtime(job.language, job.environment)
         user = NOBODY if os.geteuid() == 0 else None
-        argv = self.argv(runtime, job.limits)
+        argv = [*self.argv(runtime, job.limits), "jobs"]
         limits = job.limits
-        group = None
-        if memory_cgroups_available():
-            compiling = limits.compile_memory_mb if job.language == "cpp" else 0
-            group = MemoryCgroup.create(
-                (max(limits.memory_mb, compiling) + CGROUP_HEADROOM_MB) << 20, owner=user)
-        after_compile = None
-        if group is not None:
-            # The first process joins the cgroup, then becomes bwrap: nothing runs outside.
-            argv = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', group.procs, *argv]
-            if job.language == "cpp":
-                tests_limit = (limits.memory_mb + CGROUP_HEADROOM_MB) << 20
-                after_compile = partial(group.set_limit, tests_limit)
-        try:
-            extra = {**runtime.extra, "keep": list(runtime.keep), "cgroup": group is not None}
-            return run_harness(argv, job, extra,
-                               user=user, what="the bubblewrap sandbox",
-                               after_compile=after_compile)
-        finally:
+        cgroup = memory_cgroups_available()
+        tests_limit = (limits.memory_mb + CGROUP_HEADROOM_MB) << 20
+        compile_limit = (max(limits.memory_mb, limits.compile_memory_mb)
+                         + CGROUP_HEADROOM_MB) << 20
+        compiles = job.language == "cpp"
+
+        def start() -> WarmSandbox:
+            group = MemoryCgroup.create(tests_limit, owner=user) if cgroup else None
+            command = argv
             if group is not None:
-                group.remove()
+                # The first process joins the cgroup, then becomes bwrap: nothing runs outside.
+                command = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', group.procs, *argv]
+            try:
+                return WarmSandbox(command, user, group)
+            except OSError as exc:
+                if group is not None:
+                    group.remove()
+                raise SandboxError(f"the bubblewrap sandbox: cannot start {argv[0]!r}: "
+                                   f"{exc}") from exc
+
+        def use(warm: WarmSandbox) -> JobResult:
+            group = warm.group
+            after_compile = None
+            if group is not None and compiles:  # the compiler's limit, then the tests'
+                group.set_limit(compile_limit)
+                after_compile = partial(group.set_limit, tests_limit)
+            extra = {**runtime.extra, "keep": list(runtime.keep), "cgroup": group is not None}
+            return warm.run(job, extra, "the bubblewrap sandbox", after_compile)
+
+        return self._pool.run((tuple(argv), compiles, cgroup), start, use)
 
     def check_environment(self, environment: str) -> None:
         """Raise ``SandboxUnavailable`` unless Python programs run in ``environment``."""
