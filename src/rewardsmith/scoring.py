@@ -170,7 +170,14 @@ class ScoreJob:
             output.flush()
         summary = builder.build(seconds=time.perf_counter() - started, bad_lines=bad_lines)
         summary.extra.update(extra)
-        summary.extra["advantages"] = self._check_trainers(checked)
+        try:
+            summary.extra["advantages"] = self._check_trainers(checked)
+        except (Exception, MemoryError) as exc:  # noqa: BLE001 - the scores are kept
+            # A check of the scores never costs the scores: it is reported, the output stays.
+            summary.extra["advantages"] = {}
+            summary.extra["advantages_error"] = (
+                f"the trainer check failed after scoring ({type(exc).__name__}: {exc}); the "
+                f"scores are complete")
         if recorder is not None:
             summary.extra["run"] = recorder.run_id
             recorder.finish(summary.to_dict())

@@ -46,6 +46,9 @@ def render_summary(summary: RunSummary, console: Console) -> None:
         if len(summary.bad_lines) > 20:
             console.print(f"  ... and {len(summary.bad_lines) - 20} more")
     checks = summary.extra.get("advantages") or {}
+    if summary.extra.get("advantages_error"):
+        console.print(f"[yellow]warning:[/] {summary.extra['advantages_error']}", markup=True,
+                      highlight=False)
     broken = {name: c for name, c in checks.items() if c.get("broken_groups")}
     if broken:
         names = ", ".join(f"{n} ({c['broken_groups']} groups, up to {c['worst_magnitude']:.3g})"

@@ -11,6 +11,7 @@ is left exactly as it was. A symlink is followed: its target is replaced, the li
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import tempfile
 from collections.abc import Iterator
@@ -82,9 +83,39 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     _fsync_folder(folder)
 
 
+class _OutputText(io.TextIOWrapper):
+    """A text file whose failed writes (a full disk, a quota, a size limit) are an error
+    naming the output, not a traceback from wherever the write happened."""
+
+    shown = ""
+
+    def _failed(self, exc: OSError) -> ConfigError:
+        return ConfigError(f"cannot write {self.shown!r}: {exc.strerror or exc} (nothing was "
+                           f"replaced; an older file there is unchanged)")
+
+    def write(self, text: str) -> int:
+        try:
+            return super().write(text)
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError as exc:
+            raise self._failed(exc) from exc
+
+
 @contextlib.contextmanager
 def atomic_text(path: str | Path, *, encoding: str = "utf-8") -> Iterator[IO[str]]:
-    """Like ``atomic_path``, yielding the temporary file open for writing text."""
-    with atomic_path(path) as temp, open(temp, "w", encoding=encoding, newline="") as handle:
-        yield handle
-        handle.flush()
+    """Like ``atomic_path``, yielding the temporary file open for writing text. A write that
+    fails (``ENOSPC``, ``EDQUOT``, ``EFBIG``) raises ``ConfigError`` naming ``path``."""
+    with atomic_path(path) as temp:
+        handle = _OutputText(open(temp, "wb"), encoding=encoding, newline="")
+        handle.shown = str(path)
+        try:
+            yield handle
+            handle.flush()
+        finally:
+            with contextlib.suppress(OSError, ConfigError):
+                handle.close()
