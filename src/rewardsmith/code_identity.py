@@ -16,8 +16,9 @@ Files are named path-independently (``rewardsmith/rewards/extract.py``, ``helper
 ``pkg/util.py``), so a moved project or a copied install keeps its identity; contents are
 hashed, not dates. Imports are read from the source (``ast``) without running anything;
 imports under ``if TYPE_CHECKING:`` are skipped, and a name built at run time
-(``importlib.import_module(name)``) cannot be seen. Parsed files are cached per process by
-content, so a second rubric load costs a read and a hash per file.
+(``importlib.import_module(name)``) cannot be seen. Within one process a file is read and
+parsed again only when its size, modification time or inode changed, so a second rubric load
+costs a ``stat`` per file.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from typing import Any
 __all__ = ["CodeIdentity", "code_identity", "changed_code"]
 
 _PACKAGE = "rewardsmith"
-_ROOT = Path(__file__).resolve().parent  # this rewardsmith's package folder
+_ROOT = Path(os.path.abspath(__file__)).parent  # this rewardsmith's folder, as imported
 # Homes whose verdicts depend on more than they import: the sandbox runs ``code``'s programs
 # with a harness it reads as text.
 _EXTRA_PACKAGES = {"code": ("sandbox",)}
@@ -131,29 +132,20 @@ class _Walk:
         self._todo.append((module_name, path))
 
     def _add_tree(self, where: Path) -> None:
-        if where.is_file():
-            self._todo.append((_module_of(where), where))
-            return
-        for path in sorted(where.rglob("*")):
-            if "__pycache__" in path.parts or path.name.startswith(".") or not path.is_file():
-                continue  # caches, and an editor's hidden files, are not code
+        for path in _tree(where):
             if path.suffix == ".py":
                 self._todo.append((_module_of(path), path))
             else:  # data shipped beside the code
-                self._note(path, _file_digest(path))
+                self._note(path, _parsed_file(path)[0])
 
     def run(self) -> None:
         while self._todo:
             module_name, path = self._todo.pop()
-            path = path.resolve()
+            path = Path(os.path.abspath(path))
             if path in self._seen:
                 continue
             self._seen.add(path)
-            text = _read(path)
-            if text is None:
-                self.files[_label(module_name, path)] = "unreadable"
-                continue
-            digest, imports = _parsed(text, path.suffix == ".py")
+            digest, imports = _parsed_file(path)
             self.files[_label(module_name, path)] = digest
             package = module_name if path.name == "__init__.py" else module_name.rpartition(".")[0]
             for level, base, names in imports:
@@ -206,9 +198,20 @@ def _absolute_names(level: int, base: str | None, names: Iterable[str],
 def _inside_package(path: Path) -> Path | None:
     """``path`` relative to this rewardsmith's folder, or None when it lies elsewhere."""
     try:
-        return path.resolve().relative_to(_ROOT)
+        return Path(os.path.abspath(path)).relative_to(_ROOT)
     except ValueError:
         return None
+
+
+@functools.lru_cache(maxsize=64)
+def _tree(where: Path) -> tuple[Path, ...]:
+    """The files of a package folder (or the one module), listed once per process: caches and
+    an editor's hidden files are not code."""
+    if where.is_file():
+        return (where,)
+    return tuple(path for path in sorted(where.rglob("*"))
+                 if "__pycache__" not in path.parts and not path.name.startswith(".")
+                 and path.is_file())
 
 
 def _home_of(relative: Path) -> str | None:
@@ -358,6 +361,28 @@ def _normalize(name: str) -> str:
 
 
 # ------------------------------------------------------------------ reading and parsing
+
+
+_FILES: dict[Path, tuple[tuple[int, int, int], str, Imports]] = {}
+
+
+def _parsed_file(path: Path) -> tuple[str, Imports]:
+    """A file's content hash and imports, read again only when its size, modification time or
+    inode changed since this process last read it."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return "unreadable", ()
+    state = (found.st_mtime_ns, found.st_size, found.st_ino)
+    known = _FILES.get(path)
+    if known is not None and known[0] == state:
+        return known[1], known[2]
+    text = _read(path)
+    if text is None:
+        return "unreadable", ()
+    digest, imports = _parsed(text, path.suffix == ".py")
+    _FILES[path] = (state, digest, imports)
+    return digest, imports
 
 
 def _read(path: Path) -> str | None:

@@ -274,7 +274,7 @@ def test_user_code_is_followed_stdlib_skipped_installed_packages_versioned(
 
     (package / "typing_only.py").write_text("X = 2\n", encoding="utf-8")  # never runs
     assert code_identity(load_reward(f"{reward}:score").func).digest == first.digest
-    (package / "lazy_helper.py").write_text("Y = 3\n", encoding="utf-8")
+    (package / "lazy_helper.py").write_text("Y = 30\n", encoding="utf-8")
     edited = code_identity(load_reward(f"{reward}:score").func)
     assert edited.digest != first.digest
     assert changed_code(first.record(), edited.record()) == ["mypkg/lazy_helper.py"]
