@@ -327,16 +327,18 @@ def _installed_version(site: Path, top: str, path: Path) -> str:
     for dist, version, _folder in infos:
         if dist == wanted:
             return f"{dist}=={version}"
-    for dist, version, folder in infos:
-        for listing in ("top_level.txt", "RECORD"):
+    # A distribution named otherwise: its top_level.txt names the module, or failing that its
+    # RECORD lists the module's files (searched as text: RECORDs run to thousands of lines).
+    for listing in ("top_level.txt", "RECORD"):
+        for dist, version, folder in infos:
             text = _read(folder / listing)
             if text is None:
                 continue
             if listing == "top_level.txt":
                 found = top in text.split()
             else:
-                found = any(line.startswith((f"{top}/", f"{top}.py", f"{top}.")) for line in
-                            text.splitlines())
+                text = "\n" + text
+                found = f"\n{top}/" in text or f"\n{top}.py," in text or f"\n{top}." in text
             if found:
                 return f"{dist}=={version}"
     return f"unversioned:{_file_digest(path)}"
