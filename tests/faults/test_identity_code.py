@@ -307,3 +307,27 @@ def test_an_evaluators_identity_is_what_it_was_unless_a_version_is_given() -> No
     versioned = Rubric([Component("grade", evaluator=_Grader(), version="2")]).components[0]
     assert versioned.identity() != plain.identity()
     assert plain.code() is None
+
+
+def test_reasons_for_old_runs_new_components_and_missing_results() -> None:
+    from rewardsmith.recording import component_records
+    from rewardsmith.reuse_reasons import reuse_reason
+
+    rubric = Rubric.from_dict({"components": {"fmt": {"reward": "marker",
+                                                       "params": {"marker": "####"}}}})
+    (component,) = rubric.components
+    (record,) = component_records(rubric)
+    assert reuse_reason(component, [record], compute=0, run_id="r1") == "all results stored"
+    assert reuse_reason(component, [record], compute=3, run_id="r1") == \
+        "unchanged; 3 results missing (they failed or were not stored)"
+    assert reuse_reason(component, [], compute=3, run_id="r1") == "new component (not in run r1)"
+    renamed = {**record, "name": "format"}
+    assert "has it as 'format'" in reuse_reason(component, [renamed], compute=3, run_id="r1")
+    # A run recorded before code files were kept: its identity cannot be vouched for.
+    old = {k: v for k, v in record.items() if k not in ("code", "params", "timeout")}
+    old["identity"] = "from-an-older-formula"
+    assert reuse_reason(component, [old], compute=3, run_id="r1").startswith(
+        "code not recorded by that run")
+    slower = {**record, "identity": "x", "timeout": 99.0}
+    assert reuse_reason(component, [slower], compute=3, run_id="r1") == \
+        f"timeout changed: 99.0 -> {component.timeout!r}"
