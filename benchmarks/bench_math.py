@@ -5,7 +5,8 @@ benchmarks look ~10x faster than real use):
 
 1. Accuracy on our labeled set ``tests/data/math_equivalence.jsonl``, per category.
 2. Accuracy on the cases other graders' test suites assert (``tests/data/math_peer_cases.jsonl``:
-   Math-Verify, hendrycks/math, NeMo-Skills, verl, Qwen2.5-Math), per source. Cases marked
+   Math-Verify, hendrycks/math, NeMo-Skills, verl, Qwen2.5-Math, MARIO_EVAL, and lighteval's
+   multilingual extraction tests), per source. Cases marked
    ``policy`` are verdicts we decided against (docs/math.md); they count as misses here.
 3. Throughput on a seeded realistic mix of completions (about 70% integers and simple
    fractions, 30% symbolic answers: roots, pi, polynomials, intervals, sets, equations).

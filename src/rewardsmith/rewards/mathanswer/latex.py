@@ -42,7 +42,7 @@ _SPACING = re.compile(
 # A degree sign in any spelling; 90^\circ is the number 90.
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ(?![a-zA-Z])|\\degree(?![a-zA-Z])")
 # Inside a trigonometric function a degree is pi/180: \sin 30^\circ is 1/2.
-_TRIG = re.compile(r"(?:sin|cos|tan|cot|sec|csc)(?![a-zA-Z])")
+_TRIG = re.compile(r"(?<![a-zA-Z])(?:sin|cos|tan|cot|sec|csc)(?![a-zA-Z])")
 _ANGLE = re.compile(r"(\d+(?:\.\d+)?|\{[^{}]*\}|(?<![\\a-zA-Z])[a-zA-Z])\s*"
                     r"(?:\^\s*\{?\s*\\circ\s*\}?|\\degree(?![a-zA-Z]))")
 # A time of day with A.M./P.M. (also in \text{}), read on the 24-hour clock: 8:34 P.M. is 20:34.
