@@ -14,7 +14,7 @@ from .errors import InputError
 from .io import OnBadLine, group_rollouts
 from .recording import start_recording
 from .rubric import Rubric
-from .store import Store
+from .store import Store, StoreFileChanged
 from .summary import RunSummary, SummaryBuilder
 from .tabular import read_rollouts_any, score_lines
 from .types import Rollout, Score
@@ -180,7 +180,10 @@ class ScoreJob:
                 f"scores are complete")
         if recorder is not None:
             summary.extra["run"] = recorder.run_id
-            recorder.finish(summary.to_dict())
+            try:
+                recorder.finish(summary.to_dict())
+            except StoreFileChanged as exc:  # the output is still written: the caller fails
+                summary.extra["store_error"] = str(exc)
         return ScoreResult(summary, kept if self.keep_scores else [])
 
     def _check_trainers(self, scores: Sequence[Score]) -> dict[str, Any]:

@@ -143,6 +143,18 @@ _INSERT_RESULT = ("INSERT OR IGNORE INTO store_results (component, item, value, 
 _RUN_COLUMNS = 13  # store_runs columns before the process identity
 
 
+class StoreFileChanged(StoreError):
+    """The store's file was deleted or replaced while a run used it."""
+
+
+def _file_identity(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
 @dataclass(frozen=True)
 class RunInfo:
     """One recorded run. ``members`` names the run whose rollout list it shares (itself for a
@@ -257,6 +269,19 @@ class Store:
         except BaseException:
             self._db.close()
             raise
+        self._file = _file_identity(self.path)  # to notice the file deleted or replaced
+
+    def check_file(self) -> None:
+        """Raise ``StoreFileChanged`` when the store's file was deleted or replaced since it
+        was opened: what was written through this store is then not in the file at its path."""
+        now = _file_identity(self.path)
+        if self._file is None or now == self._file:
+            return
+        what = "deleted" if now is None else "replaced by another file"
+        raise StoreFileChanged(
+            f"the store {self.path!r} was {what} while this run used it: the results recorded "
+            f"in it are not in the file there now (the run's output is complete; score again "
+            f"into a store to record it)")
 
     def _setup(self) -> None:
         with self._guard("open"):
@@ -1019,14 +1044,17 @@ class Store:
         self._open_runs.add(run_id)
 
     def finish_run(self, run_id: str, summary: Mapping[str, Any] | None = None) -> None:
-        """Mark a run done and keep its summary (JSON-serializable numbers)."""
+        """Mark a run done and keep its summary (JSON-serializable numbers). Raises
+        ``StoreFileChanged`` when the file was deleted or replaced during the run."""
         self._wait_begun()
+        self.check_file()
         text = json.dumps(dict(summary), default=str) if summary is not None else None
         with self._guard("finishing the run"), self._write():
             self._db.execute(
                 "UPDATE store_runs SET status = 'done', finished = ?, summary = ? WHERE id = ?",
                 (time.time(), text, run_id))
         self._run_ended(run_id)
+        self.check_file()
 
     def end_run(self, run_id: str, status: str) -> None:
         """Mark a run that did not finish: ``interrupted`` (stopped by the user) or

@@ -240,6 +240,10 @@ def score(
         if as_json:
             document = {**result.summary.to_dict(), "check": check.to_dict()}
             write_json(document, sys.stderr if output == "-" else stdout)
+    if result.summary.extra.get("store_error"):  # after the output is written
+        if as_json:  # the document says it already: one JSON document, the exit says it too
+            raise typer.Exit(2)
+        raise fail(str(result.summary.extra["store_error"]))
     if tracked is not None:
         tracked.finish(result.summary.extra.get("usage"), quiet=quiet or as_json)
     if not as_json and not quiet:
