@@ -180,6 +180,10 @@ ENVIRONMENT: dict[str, str] = {
     "REWARDSMITH_DRIFT": "`on` (or component pairs to follow, `correct~judge,format~judge`): "
     "each scoring call a trainer adapter makes is a step of a drift watch, one per process; "
     "warnings go to the `rewardsmith.drift` logger, figures to the adapters' trackers.",
+    "COLUMNS": "The width of the command line's tables when it is set; when output is piped "
+    "or redirected and it is not set, tables keep whole values (no folding at 80 columns).",
+    "PYTHONPATH": "Read, not set: `rewardsmith check-env` reports it, since it decides "
+    "whether the trainer's workers can import your rewards.",
     "REWARDSMITH_NO_CGROUP": "`1`: code rewards make no memory cgroup per program even where "
     "they could, and bound memory per process and per tmpfs instead (docs/code.md, Memory).",
 }
@@ -247,4 +251,24 @@ BUILTIN_PARAMS: dict[tuple[str, str], str] = {
     "for an exact match.",
     ("tool_call", "loose_types"): "A string that reads as the expected number or boolean "
     "(`\"3\"` for 3) also matches.",
+    ("tool_calls", "tools"): "The declared tools, as in an OpenAI request (`{type: function, "
+    "function: {name, parameters}}`) or flat (`{name, parameters}`); default: "
+    "`metadata.tools`, else a prompt object's `tools`.",
+    ("tool_calls", "mode"): "`fraction`: the share of calls that are valid; `all`: 1.0 only "
+    "when every call is.",
+    ("tool_calls", "min_calls"): "Fewer calls than this is 0 (calling nothing does not earn "
+    "it); `0` lets a trajectory without calls have 1.0.",
+    ("turn_budget", "max_turns"): "Assistant turns with full credit.",
+    ("turn_budget", "zero_at"): "Assistant turns at which the reward reaches 0.0 (linear from "
+    "`max_turns`).",
+    ("workspace_files", "allowed"): "Glob patterns of the files the agent may write "
+    "(required; `[]` when it may write none; `*` crosses folders).",
+    ("workspace_files", "required"): "Paths that must be among the files written, else 0.",
+    ("workspace_files", "mode"): "`all`: 1.0 when every file written is allowed; `fraction`: "
+    "the share that are.",
+    ("workspace_files", "files_key"): "The metadata key where the environment records the "
+    "files written (it wins over the write calls).",
+    ("workspace_files", "write_tools"): "Tool name -> the argument holding the path, for "
+    "reading the files from the calls (default: `write_file`, `create_file`, `edit_file`, "
+    "`str_replace_editor` with `path`).",
 }

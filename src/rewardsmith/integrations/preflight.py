@@ -120,8 +120,8 @@ def check_environment(rubric: str | None = None, custom_rm_path: str | None = No
                f"{os.path.dirname(rewardsmith.__file__)}")
     report.add("working directory", True, os.getcwd())
     report.add("PYTHONPATH", True, os.environ.get("PYTHONPATH", "") or "(not set)")
-    settings = sorted(k for k in os.environ if k.startswith("REWARDSMITH_"))
-    report.add("settings", True, ", ".join(f"{k}={os.environ[k]}" for k in settings)
+    settings = sorted((k, v) for k, v in os.environ.items() if k.startswith("REWARDSMITH_"))
+    report.add("settings", True, ", ".join(f"{k}={v}" for k, v in settings)
                or "(no REWARDSMITH_ variables)")
     if custom_rm_path:
         _check_custom_rm(report, custom_rm_path)
