@@ -362,3 +362,19 @@ def test_programs_that_share_a_warm_sandbox_share_nothing() -> None:
     for _ in range(2):
         assert run(leave, {"inputs": [""], "outputs": ["left"]})["reward"] == 1.0
         assert run(look, clean)["reward"] == 1.0
+
+
+def test_a_test_process_holds_no_other_test_of_its_program() -> None:
+    # The second test's code (with its expected value) must not be reachable from the first
+    # test's process: not on its stack, not among its objects.
+    tests = {"asserts": ["assert probe(1) == 1", "assert abs(probe(2) - 0.123456789) < 1e-12"]}
+    program = ("import gc, sys\n"
+               "def probe(x):\n"
+               "    needle = '0.12345' + '6789'  # not in this text as one piece\n"
+               "    seen = [str(o) for o in gc.get_objects() if isinstance(o, (dict, list))]\n"
+               "    frame = sys._getframe(1)\n"
+               "    while frame is not None:\n"
+               "        seen.append(str(frame.f_locals))\n"
+               "        frame = frame.f_back\n"
+               "    return 0 if any(needle in text for text in seen) else 1\n")
+    assert run(program, tests)["passed"] == 1.0

@@ -137,6 +137,10 @@ def _start_for(job: dict[str, Any], test: dict[str, Any],
             entry["script_code"] = compile(test["code"], "<test>", "exec")
 
         def start() -> None:
+            # This child's copy of the job keeps only its own test: the others' code is not
+            # reachable from the program's frames or objects.
+            job["tests"].clear()
+            job["tests"].append(test)
             if in_runner:
                 _script_runner(job["source"], test, entry)
             _python_child(built, test, entry)
@@ -228,14 +232,14 @@ def serve_jobs() -> None:
     and the scratch folders are emptied, so nothing of one program meets the next."""
     _start()
     while True:
-        line = _read_line()
-        if not line.strip():
-            return
         try:
-            job = json.loads(line.decode("utf-8"))
+            job = _next_job()
+            if job is None:
+                return
             _run_job(job)
         except BaseException as exc:  # reported; the host decides whose fault it was
             _emit({"event": "fatal", "message": f"{type(exc).__name__}: {exc}"})
+        job = None
         _kill_stragglers()
         if _FRESH:
             try:
@@ -243,6 +247,12 @@ def serve_jobs() -> None:
             except OSError:
                 pass
         _emit({"event": "idle"})
+
+
+def _next_job() -> dict[str, Any] | None:
+    # Parsed here so that no frame keeps the job's text while its tests run.
+    line = _read_line()
+    return json.loads(line.decode("utf-8")) if line.strip() else None
 
 
 def _run_job(job: dict[str, Any]) -> None:
