@@ -64,6 +64,12 @@ class FrozenList(list[Any]):
         return list.__repr__(self)
 
 
+# Error messages across the code say what a value is with ``type(value).__name__``: a frozen
+# dict is a dict there ("the answer is a dict, not text"). Pickling and ``repr(type(x))`` use
+# the qualified name, which stays ``FrozenDict``.
+FrozenDict.__name__ = "dict"
+FrozenList.__name__ = "list"
+
 EMPTY = FrozenDict()
 _ATOMS = frozenset((str, int, float, bool, type(None), bytes))
 

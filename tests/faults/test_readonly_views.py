@@ -131,6 +131,8 @@ def test_rewards_in_one_process_see_the_rollout_as_given() -> None:
 def test_frozen_values_behave_as_dicts_and_lists() -> None:
     value = freeze({"tests": [{"input": "1", "output": ["2"]}], "n": 3, "t": ({"a": 1},)})
     assert isinstance(value, dict) and isinstance(value["tests"], list)
+    # Messages that name a value's type ("the answer is a dict, not text") read as before.
+    assert type(value).__name__ == "dict" and type(value["tests"]).__name__ == "list"
     assert type(value["tests"][0]["output"]) is FrozenList
     assert type(value["t"]) is tuple and type(value["t"][0]) is FrozenDict
     assert json.loads(json.dumps(value)) == {"tests": [{"input": "1", "output": ["2"]}], "n": 3,
