@@ -8,6 +8,8 @@ reader would take instead; and the hedges that must earn nothing in any language
 from __future__ import annotations
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from rewardsmith.mathcheck import math_equal
 from rewardsmith.rewards.mathanswer.extraction import extract_answer
@@ -44,6 +46,7 @@ RIGHT = [
     # English keeps its rules: the quantity stated first, then a remark.
     ("Therefore he has 12 apples, 3 more than before.", "12"),
     ("The answer is $20 dollars, 5 more than last week.", "20"),
+    ("Thus the roots are 2 and 3.", "3, 2"),  # values side by side after a cue: together
 ]
 
 WRONG = [
@@ -61,6 +64,9 @@ WRONG = [
     ("小明有 5 个苹果，又买了 7 个。所以他一共有 12 个苹果，比原来多 7 个。", "7"),
     ("Réponse : Janeth aura encore 220 € à payer d'ici 12 mois.", "12"),
     ("الجواب هو ٩٢", "93"),
+    # A hedge after a conclusion word is not read for its last number.
+    ("所以 0 € ou 1 €.", "1"),
+    ("Therefore x = 2 or x = 3", "3"),
     # A step's "so" earlier in the text is not the answer.
     ("所以 x = 5。然后 5 + 3 = 8。", "5"),
 ]
@@ -107,3 +113,26 @@ def test_a_math_segment_is_not_a_quantity_with_a_unit() -> None:
     # number with a unit: the sentence states no single value, and the last expression is read.
     found = extract_answer("Thus $x = 3$ gives the minimum value $\\frac12$.")
     assert found is not None and found.answers == ("\\frac12",)
+
+
+# Property: whatever the numbers, the cue and the unit, the first stated quantity is the answer,
+# and two quantities offered as alternatives answer neither.
+_CUES = ["答案：", "所以", "Réponse : ", "Donc, il reste ", "الجواب: ", "उत्तर: ", "Ответ: ",
+         "Respuesta: ", "Therefore he has "]
+_UNITS = ["个", "€", "元", "apples", "ريالاً", "कमीजें", "рублей", "g"]
+_OR = ["或", "ou", "or", "أو", "या", "или"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 10**6), st.integers(0, 10**6), st.sampled_from(_CUES),
+       st.sampled_from(_UNITS), st.sampled_from(_OR))
+def test_first_quantity_property(first: int, second: int, cue: str, unit: str,
+                                 alternative: str) -> None:
+    assume(first != second)
+    stated = f"{cue}{first} {unit}，比昨天多 {second} {unit}。" if cue in ("答案：", "所以") else \
+        f"{cue}{first} {unit}, {second} {unit} de plus."
+    assert math_equal(stated, str(first)).equal, stated
+    assert not math_equal(stated, str(second)).equal, stated
+    hedged = f"{cue}{first} {unit} {alternative} {second} {unit}."
+    assert not math_equal(hedged, str(first)).equal, hedged
+    assert not math_equal(hedged, str(second)).equal, hedged

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 __all__ = ["ANSWER_CUE", "CONCLUSION_CUE", "SENTENCE_END", "SCRIPT_LETTER", "LEADING_MARKS",
-           "stated_first"]
+           "offers_alternatives", "stated_first"]
 
 # Written after an answer word: a verb ("est") or a colon, in the languages the words are from.
 _VERBS = (r"(?:est|es|é|è|ist|lautet|是|为|為|は|은|는|이다|هو|هي|है|हैं|:|：|=|—)"
@@ -78,10 +78,14 @@ def stated_first(text: str, spans: list[tuple[int, int]]) -> bool:
     first_end = spans[0][1]
     if not _UNIT_AFTER.match(text, first_end) or _NOT_A_UNIT.match(text, first_end):
         return False
-    previous_end = first_end
-    for start, end in spans[1:]:
+    return not offers_alternatives(text, spans)
+
+
+def offers_alternatives(text: str, spans: list[tuple[int, int]]) -> bool:
+    """Are values (``spans``, in order) offered side by side: a word such as "or", "not",
+    "and", ``或``, ``أو``, ``या`` between two of them, or nothing but a comma?"""
+    for (_, previous_end), (start, _) in zip(spans, spans[1:]):
         gap = text[previous_end:start]
         if _ALTERNATIVE.search(gap) or not gap.strip(" ,;，；、،"):
-            return False
-        previous_end = end
-    return True
+            return True
+    return False

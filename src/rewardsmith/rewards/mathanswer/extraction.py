@@ -19,6 +19,7 @@ from .cues import (
     LEADING_MARKS,
     SCRIPT_LETTER,
     SENTENCE_END,
+    offers_alternatives,
     stated_first,
 )
 from .latex import undouble
@@ -129,11 +130,8 @@ def _blank(match: re.Match[str]) -> str:
     return " " * len(match.group(0))
 
 
-def _in_sentence(text: str) -> str | None:
-    """The one value a sentence states: "The largest $n$ is 34." gives 34 (a bare name such
-    as $n$ or $f(x)$ is not a value). Of several values, the first when it is a quantity stated
-    alone ("12 个苹果，比原来多 3 个" gives 12, see ``cues.stated_first``); else None ("3, not 4")."""
-    # (start, end, text, plain): plain numbers apart from math segments and LaTeX values.
+def _values(text: str) -> list[tuple[int, int, str, bool]]:
+    """The values a sentence holds, in order: (start, end, text, is a plain number)."""
     found = [(m.start(), m.end(), next(g for g in m.groups() if g is not None).strip(), False)
              for m in _MATH.finditer(text)]
     outside = _DOLLAR_SPAN.sub(_blank, text)
@@ -141,7 +139,14 @@ def _in_sentence(text: str) -> str | None:
               for m in _LATEX_VALUE.finditer(outside)]
     outside = _LATEX_VALUE.sub(_blank, outside)
     found += [(m.start(), m.end(), m.group(0).strip(), True) for m in _PLAIN.finditer(outside)]
-    values = sorted(f for f in found if any(c.isdigit() or c == "\\" for c in f[2]))
+    return sorted(f for f in found if any(c.isdigit() or c == "\\" for c in f[2]))
+
+
+def _in_sentence(text: str) -> str | None:
+    """The one value a sentence states: "The largest $n$ is 34." gives 34 (a bare name such
+    as $n$ or $f(x)$ is not a value). Of several values, the first when it is a quantity stated
+    alone ("12 个苹果，比原来多 3 个" gives 12, see ``cues.stated_first``); else None ("3, not 4")."""
+    values = _values(text)
     if len(values) == 1:
         return values[0][2]
     # Only a plain number is a quantity with a unit ("12 个"); "$x = 3$ gives" is not one.
@@ -162,6 +167,10 @@ def _conclusion(text: str) -> str | None:
     if _DIGIT.search(after) or "\n\n" in sentence:
         return None
     sentence = sentence.strip().strip("*").strip()
+    if offers_alternatives(sentence, [(v[0], v[1]) for v in _values(sentence)]):
+        # "所以 3 个或 4 个", "thus 2 and 3": the values together, read as written (a hedge
+        # answers no single value), never the last number alone.
+        return sentence
     if not _is_prose(sentence):
         return None  # bare math after "so" is what the last expression reads anyway
     return _in_sentence(sentence)
