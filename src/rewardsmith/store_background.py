@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import pickle
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -104,7 +105,8 @@ def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
             reduction.send_handle(conn, scratch.fileno(), process.pid)
             write_when()
             conn.send_bytes(dumps_fast(known_keys()))  # the word to write
-            reply = pickle.loads(conn.recv_bytes())
+            if _answers_in_time(conn, process.pid, len(rollouts)):
+                reply = pickle.loads(conn.recv_bytes())
     except Exception:  # noqa: BLE001 - (no descriptor passing here, a helper that died)
         pass  # recorded by the caller
     finally:
@@ -115,6 +117,41 @@ def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
             process.kill()
             process.join(timeout=5)
     return bool(reply[0] == "ok")
+
+
+# A helper that is stopped (SIGSTOP, a debugger) this long is given up on; one that runs
+# gets this long plus a generous time per rollout (it writes about 100,000 a second).
+STOPPED_SECONDS = 5.0
+BASE_SECONDS = 120.0
+SECONDS_PER_ROLLOUT = 1e-3
+
+
+def _answers_in_time(conn: Any, pid: int | None, count: int) -> bool:
+    """Wait for the helper's reply under a deadline, like any call: False (the caller then
+    records the run itself) when the helper is stopped for ``STOPPED_SECONDS`` or does not
+    answer in time."""
+    deadline = time.monotonic() + BASE_SECONDS + SECONDS_PER_ROLLOUT * count
+    stopped_since: float | None = None
+    while not conn.poll(0.2):
+        now = time.monotonic()
+        if now > deadline:
+            return False
+        if pid is not None and _is_stopped(pid):
+            stopped_since = stopped_since if stopped_since is not None else now
+            if now - stopped_since > STOPPED_SECONDS:
+                return False
+        else:
+            stopped_since = None
+    return True
+
+
+def _is_stopped(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in (b"T", b"t")
 
 
 def _scratch_folder(size: int) -> str | None:

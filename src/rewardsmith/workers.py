@@ -387,10 +387,10 @@ class WorkerPool:
                     return
                 else:
                     job, sent = self._queue.get(), False
+                    if job is not None and not job.claimed():
+                        continue  # a share its owner, or another driver, runs
                 if job is None:
                     return
-                if not job.claimed():
-                    continue  # a share its owner, or another driver, runs
                 try:
                     if worker is None or not worker.process.is_alive():
                         if worker is not None:  # exited on its own (after a MemoryError)
@@ -465,6 +465,7 @@ class WorkerPool:
         concurrency = job.concurrency
         number = worker.sent  # when already sent, the last batch sent to this worker
         share: tuple[_Job, list[int]] | None = None  # calls offered to the other workers
+        restarts = 0  # fresh workers given this batch after one was frozen before it began
         while True:
             todo = range(size) if pending is None else pending
             if not sent:
@@ -497,6 +498,10 @@ class WorkerPool:
                     self._kill(worker)
                     worker = spare.replace(worker)
                 break
+            if failed_at == _NEVER_STARTED and restarts < 2:  # a frozen worker: once more
+                restarts += 1
+                worker = spare.replace(worker)
+                continue
             if failed_at < 0:  # the batch itself could not be run: every call gets why
                 for index in todo:
                     failures[index] = failure
@@ -566,6 +571,7 @@ class WorkerPool:
         its worker holds more memory than the call may."""
         slot = worker.slot
         pid = worker.process.pid
+        frozen = _FrozenWatch()
         while True:
             try:
                 ready = worker.conn.poll(_POLL_SECONDS)
@@ -587,6 +593,11 @@ class WorkerPool:
             if slot[_SLOT_BATCH] != number:  # not started yet (or still reading the batch)
                 if not worker.process.is_alive():
                     return None, *self._died(worker, number)
+                if frozen.frozen(pid):  # stopped (SIGSTOP) before the batch began
+                    self._kill(worker)
+                    return None, _NEVER_STARTED, (
+                        ERROR, f"the worker process was stopped (SIGSTOP) for "
+                               f"{_FROZEN_SECONDS:g} s before running this call")
                 continue
             index_seen = slot[_SLOT_INDEX]
             started = slot[_SLOT_START]
@@ -621,6 +632,41 @@ class WorkerPool:
             return -1, (ERROR, f"the worker process died before running this batch (exit code "
                                f"{code})")
         return index, (ERROR, f"the worker process died while running this call (exit code {code})")
+
+
+# A batch whose worker was frozen before it began: it is sent to a fresh worker.
+_NEVER_STARTED = -2
+# How long a worker may sit stopped (SIGSTOP) before a batch it holds has begun. (Once a call
+# has begun, its own time limit counts, stopped or not.)
+_FROZEN_SECONDS = 2.0
+
+
+class _FrozenWatch:
+    """Whether a worker has been stopped for ``_FROZEN_SECONDS``; ``/proc`` is read at most
+    every half second, so the wait for a reply stays cheap."""
+
+    def __init__(self) -> None:
+        self.checked = time.monotonic()
+        self.since: float | None = None
+
+    def frozen(self, pid: int | None) -> bool:
+        now = time.monotonic()
+        if pid is None or now - self.checked < 0.5:
+            return False
+        self.checked = now
+        if not _stopped(pid):
+            self.since = None
+            return False
+        self.since = self.since if self.since is not None else now
+        return now - self.since >= _FROZEN_SECONDS
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
 
 
 def _extra(job: _Job, pending: list[int] | None, concurrency: int) -> Any:
