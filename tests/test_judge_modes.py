@@ -63,7 +63,7 @@ def run(rubric: Rubric, items: list[Rollout]) -> tuple[list[Score], dict[str, fl
 def pair_of(body: dict[str, Any]) -> tuple[str, str]:
     text = unfenced(body["messages"][-1]["content"])
     first = text.split("### Response A\n", 1)[1].split("\n\n### Response B\n", 1)[0]
-    second = text.split("### Response B\n", 1)[1].split("\n\nEach response under test", 1)[0]
+    second = text.split("### Response B\n", 1)[1].split("\n\nEach graded response is", 1)[0]
     return first.strip(), second.strip()
 
 

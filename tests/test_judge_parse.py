@@ -106,7 +106,7 @@ def test_template_reads_fields_and_metadata_keys() -> None:
     tag = re.search(r"<(response-[0-9a-f]{12})>", rendered)
     assert tag is not None
     assert rendered.startswith(f"hi|<{tag[1]}>\nans\n</{tag[1]}>|42|hard|{{literal}}\n\n"
-                               f"Each response under test")
+                               f"Each graded response is")
     assert "\n\nCriteria:\n- helpful" in rendered
     with pytest.raises(MissingField, match="no metadata key 'difficulty'"):
         template.values(Rollout("r2", "g", "p", "c"))

@@ -49,7 +49,7 @@ def missing_reason() -> str | None:
 class LlamaServer:
     """llama.cpp's server in a child process: ``slots`` requests generated at once."""
 
-    def __init__(self, *, slots: int = 2, threads: int = 2, context: int = 4096):
+    def __init__(self, *, slots: int = 2, threads: int = 1, context: int = 4096):
         self.slots, self.threads, self.context = slots, threads, context
         self.process: subprocess.Popen[str] | None = None
         self.base_url = ""
@@ -179,7 +179,7 @@ def _serve(slots: int, threads: int, context: int, port: int) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="llama.cpp judge server for tests")
     parser.add_argument("--slots", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--context", type=int, default=4096)
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
