@@ -11,8 +11,13 @@ per rollout), group (one call per group) and pairwise (32 pairs a group, both or
 and tokens per rollout, each against pointwise in the same run, and each mode's replayed
 rerun against its first run.
 
-Run: ``.venv/bin/python benchmarks/bench_judge.py`` (about 20 s). Prints markdown tables and
-exits 1 when a target is missed.
+Then, when ``make judge-local`` installed llama.cpp's server and the SmolLM2 model, the rows
+against that real server (see ``judge_real.py``): calls per second beside a plain httpx
+asyncio loop at the same concurrency, and a queued server (more in flight than slots) with
+each client's success rate and request count. ``--no-real`` skips them.
+
+Run: ``.venv/bin/python benchmarks/bench_judge.py`` (about 20 s, and a few minutes for the
+real server). Prints markdown tables and exits 1 when a target is missed.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from judge_real import missing_reason, real_server_rows
 
 from rewardsmith import Engine, Rollout, Rubric, Status
 
@@ -67,7 +74,21 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--groups", type=int, default=16, help="groups of 16 for the modes")
+    parser.add_argument("--no-real", action="store_true", help="skip the llama.cpp rows")
+    parser.add_argument("--real-rollouts", type=int, default=16)
+    parser.add_argument("--real-slots", type=int, default=2)
+    parser.add_argument("--queued-concurrency", type=int, default=8)
+    parser.add_argument("--real-max-tokens", type=int, default=16)
     args = parser.parse_args()
+    real_ok = True
+    if not args.no_real:
+        reason = missing_reason()
+        if reason is not None:
+            print(f"real-server rows skipped: {reason}\n")
+        else:
+            real_ok = real_server_rows(args.real_rollouts, args.real_slots,
+                                       args.queued_concurrency, args.real_max_tokens)
+            print()
 
     server = subprocess.Popen([sys.executable, str(SERVER), "--latency", str(args.latency),
                                "--model", MODEL], stdin=subprocess.PIPE,
@@ -113,7 +134,7 @@ def main() -> int:
           f"{'ok' if replay_ok else 'MISSED'} ({speedup:.0f}x faster) |")
     print(f"\nreplayed runs: {', '.join(f'{r[0]:.3f} s' for r in replays)}")
     modes_ok = print_modes(modes, args.groups)
-    return 0 if rate_ok and replay_ok and modes_ok else 1
+    return 0 if rate_ok and replay_ok and modes_ok and real_ok else 1
 
 
 def compare_modes(base_url: str, folder: Path, concurrency: int,
