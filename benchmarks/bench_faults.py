@@ -1,5 +1,6 @@
-"""Fault soak: a run where 1% of rollouts each crash, hang, block, hog memory, flood stdout or
-leave processes behind, through `rewardsmith score` as a user runs it.
+"""Fault soak: a run where 1% of rollouts each crash, hang, block, hog memory, flood stdout,
+leave processes or daemons behind, fork, exit, change folder, replace ``sys.stdout``, or (async)
+swallow their own cancellation, through `rewardsmith score` as a user runs it.
 
 Checks that the run comes back complete (one scored line per rollout, each with the status
 its fault calls for), that each sync call ran exactly once and each async call finished
@@ -25,10 +26,13 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SYNC_FAULTS = ["segfault", "hang", "hog", "print", "spawn"]
+SYNC_FAULTS = ["segfault", "hang", "hog", "print", "spawn", "fork", "exit", "chdir", "stdout",
+               "daemon"]
+ASYNC_FAULTS = ["block", "stubborn"]
 # What each fault must come back as.
 EXPECTED = {"segfault": "error", "hang": "timeout", "hog": "error", "print": "ok", "spawn": "ok",
-            "block": "timeout", "ok": "ok"}
+            "fork": "ok", "exit": "error", "chdir": "ok", "stdout": "ok", "daemon": "ok",
+            "block": "timeout", "stubborn": "timeout", "ok": "ok"}
 
 
 def make_rollouts(count: int, rate: float, faults: bool, seed: int = 7) -> list[dict[str, str]]:
@@ -36,12 +40,12 @@ def make_rollouts(count: int, rate: float, faults: bool, seed: int = 7) -> list[
     rows = []
     per_kind = round(count * rate) if faults else 0
     kinds = [k for k in SYNC_FAULTS for _ in range(per_kind)]
-    kinds += ["block"] * per_kind
+    kinds += [k for k in ASYNC_FAULTS for _ in range(per_kind)]
     kinds += ["ok"] * (count - len(kinds))
     chooser.shuffle(kinds)
     for index, kind in enumerate(kinds):
         sync_fault = kind if kind in SYNC_FAULTS else "ok"
-        async_fault = "block" if kind == "block" else "ok"
+        async_fault = kind if kind in ASYNC_FAULTS else "ok"
         rows.append({"id": f"r{index}", "group": f"g{index // 8}", "prompt": "p",
                      "completion": f"{sync_fault}/{async_fault}/r{index}", "answer": kind})
     return rows
@@ -145,14 +149,14 @@ def main() -> int:
         problems.append(f"sync calls: {len(sync_starts)} rollouts called, {again} called again")
     async_done = count(faulty.events, "done", "async")
     async_starts = sum(count(faulty.events, "start", "async").values())
-    blocked = sum(1 for k in kind_of.values() if k == "block")
+    blocked = sum(1 for k in kind_of.values() if k in ASYNC_FAULTS)
     if max(async_done.values(), default=1) != 1 or len(async_done) != len(rows) - blocked:
         problems.append("async calls did not each finish exactly once")
     if faulty.left:
         problems.append(f"processes left running: {faulty.left}")
     if faulty.unparseable:
         problems.append(f"{faulty.unparseable} stdout lines are not JSON")
-    waits = sum(1 for k in kind_of.values() if k in ("hang", "block")) * args.timeout
+    waits = sum(1 for k in kind_of.values() if k in ("hang", *ASYNC_FAULTS)) * args.timeout
     allowed = 1.5 * clean.seconds + waits / args.workers
     if faulty.seconds > allowed:
         problems.append(f"took {faulty.seconds:.1f} s, allowed {allowed:.1f} s")
@@ -163,12 +167,12 @@ def main() -> int:
               f"{len(result.scored)} | {result.unparseable} |")
     print()
     print(f"faults: {round(args.rollouts * args.rate)} each of "
-          f"{', '.join(SYNC_FAULTS + ['block'])}; per-call timeout {args.timeout:g} s, "
+          f"{', '.join(SYNC_FAULTS + ASYNC_FAULTS)}; per-call timeout {args.timeout:g} s, "
           f"memory limit {args.memory} MB, {args.workers} workers")
     print(f"statuses: {dict(Counter(s['status'] for s in faulty.scored))}")
     print(f"sync calls: {sum(sync_starts.values())} for {len(rows)} rollouts; async calls "
-          f"started {async_starts}, finished {sum(async_done.values())} ({blocked} blocked, "
-          f"killed at their limit; calls cut off by them ran again)")
+          f"started {async_starts}, finished {sum(async_done.values())} ({blocked} blocked "
+          f"or stubborn, stopped at their limit; calls cut off by them ran again)")
     print(f"processes started by rewards: {faulty.spawned}, left running: {len(faulty.left)}")
     print(f"time: {faulty.seconds:.1f} s with faults, {clean.seconds:.1f} s without; allowed "
           f"{allowed:.1f} s (1.5x + {waits:g} s of timeouts over {args.workers} workers); "

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import io
 import os
 import subprocess
+import sys
 import time
 
 
@@ -21,8 +23,20 @@ def _log(event: str, component: str, rollout: str) -> None:
             handle.write(f"{event} {component} {rollout}\n")
 
 
+def _daemon() -> None:
+    """Start a daemon (double fork, new session) that sleeps, and note its pid."""
+    script = ("import os, sys, time\n"
+              "if os.fork(): os._exit(0)\n"
+              "os.setsid()\n"
+              "if os.fork(): os._exit(0)\n"
+              "path = os.environ.get('SOAK_PIDS')\n"
+              "if path: open(path, 'a').write(f'{os.getpid()}\\n')\n"
+              "time.sleep(1000)\n")
+    subprocess.run([sys.executable, "-c", script], check=True)
+
+
 def sync_part(completion: str) -> float:
-    """segfault | hang | hog | print | spawn | ok"""
+    """segfault | hang | hog | print | spawn | fork | exit | chdir | stdout | daemon | ok"""
     fault, _async_fault, rollout = completion.split("/")
     _log("start", "sync", rollout)
     if fault == "segfault":
@@ -41,16 +55,32 @@ def sync_part(completion: str) -> float:
         if pids:
             with open(pids, "a", encoding="utf-8") as handle:
                 handle.write(f"{child.pid}\n")
+    elif fault == "fork":
+        os.fork()  # the child must not go on as a second copy of the worker
+    elif fault == "exit":
+        sys.exit(3)
+    elif fault == "chdir":
+        os.chdir("/")
+    elif fault == "stdout":
+        sys.stdout = io.StringIO()
+    elif fault == "daemon":
+        _daemon()
     _log("done", "sync", rollout)
     return (sum(map(ord, rollout)) % 10) / 10.0
 
 
 async def async_part(completion: str) -> float:
-    """block | ok"""
+    """block | stubborn | ok"""
     _sync_fault, fault, rollout = completion.split("/")
     _log("start", "async", rollout)
     if fault == "block":
         time.sleep(30)  # blocks the event loop: only a kill stops it
+    elif fault == "stubborn":
+        while True:  # a retry loop that swallows its own cancellation
+            try:
+                await asyncio.sleep(1000)
+            except BaseException:  # noqa: BLE001 - the fault under test
+                pass
     await asyncio.sleep(0)
     _log("done", "async", rollout)
     return 1.0
