@@ -34,8 +34,9 @@ from ._harness_files import _IS_INIT, _SCRATCH, _WORK, _Fresh, _Keep, _memory_fi
 from ._harness_python import _SERVE, _python_child, _script_runner  # inlined
 from ._harness_values import _BUILTINS, _exit, _write  # inlined
 
-# Warm the modules solutions import most: each test's fork then shares them.
-for _name in ("bisect", "collections", "functools", "heapq", "itertools", "re"):
+# Warm the modules solutions import most, and ``ast`` (the test runner reads test code with
+# it): each test's fork then shares them.
+for _name in ("ast", "bisect", "collections", "functools", "heapq", "itertools", "re"):
     import_module(_name)
 
 
