@@ -466,6 +466,7 @@ class WorkerPool:
         number = worker.sent  # when already sent, the last batch sent to this worker
         share: tuple[_Job, list[int]] | None = None  # calls offered to the other workers
         restarts = 0  # fresh workers given this batch after one was frozen before it began
+        retried: set[int] = set()  # calls run again after their worker crossed the memory limit
         while True:
             todo = range(size) if pending is None else pending
             if not sent:
@@ -494,7 +495,10 @@ class WorkerPool:
                         values[index] = got_values[position]
                         if position in got_failures:
                             failures[index] = got_failures[position]
-                if flag == RECYCLE:  # the worker exits after this reply: replace it now
+                if flag == RECYCLE or _near_memory_limit(worker, job.memory):
+                    # It exits after this reply (MemoryError), or it has grown close to the
+                    # memory limit: a fresh worker takes the next batch, before a call of it
+                    # would cross the limit.
                     self._kill(worker)
                     worker = spare.replace(worker)
                 break
@@ -519,9 +523,17 @@ class WorkerPool:
                         values[order[position]] = outcome[1]
                     else:
                         failures[order[position]] = outcome
-            failures[order[failed_at]] = failure
+            crossed = (failure[1].startswith(_OVER_MEMORY) and order[failed_at] not in retried
+                       and (failed_at > 0 or number > 1))
+            if crossed:
+                # The worker's memory crossed the limit during this call after it had run
+                # others, whose leftovers may be most of it: the call runs once more, on a
+                # fresh worker, and fails only if it crosses the limit there too.
+                retried.add(order[failed_at])
+            else:
+                failures[order[failed_at]] = failure
             pending = [order[p] for p in range(len(order))
-                       if p != failed_at and p not in finished]
+                       if (p != failed_at or crossed) and p not in finished]
             # Async calls cut off by another call's block run again one at a time, so that a
             # second blocking call cannot cut them off again.
             concurrency = min(concurrency, 1)
@@ -610,7 +622,7 @@ class WorkerPool:
                 if used is not None and used > allowed * (1 << 20):
                     self._kill(worker)
                     return None, index, (
-                        ERROR, f"exceeded the memory limit of {allowed:g} MB (worker process "
+                        ERROR, f"{_OVER_MEMORY} of {allowed:g} MB (worker process "
                                f"killed; raise memory_limit if the reward needs more)")
             if started > 0.0:
                 limit = float(limits[index])
@@ -632,6 +644,20 @@ class WorkerPool:
             return -1, (ERROR, f"the worker process died before running this batch (exit code "
                                f"{code})")
         return index, (ERROR, f"the worker process died while running this call (exit code {code})")
+
+
+_OVER_MEMORY = "exceeded the memory limit"
+# A worker holding this share of its calls' smallest memory limit after a batch is replaced.
+_RECYCLE_SHARE = 0.75
+
+
+def _near_memory_limit(worker: _Worker, memory: Sequence[float] | None) -> bool:
+    if not memory:
+        return False
+    limits = getattr(memory, "_limits", memory)  # a ColumnLimits: its few distinct limits
+    pid = worker.process.pid
+    used = resident_bytes(pid) if pid is not None else None
+    return used is not None and used > _RECYCLE_SHARE * min(limits) * (1 << 20)
 
 
 # A batch whose worker was frozen before it began: it is sent to a fresh worker.
