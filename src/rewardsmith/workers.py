@@ -78,6 +78,9 @@ _HALF, _IN_BUFFER = HALF, IN_BUFFER
 FORKSERVER_PRELOAD = ["rewardsmith.workers", "rewardsmith.worker_process", "rewardsmith.rewards"]
 # A call's worker may hold this much resident memory (MB) unless the rubric says otherwise.
 DEFAULT_MEMORY_LIMIT_MB = 2048
+# How long a worker may take to load a rubric's rewards and run their warm-up hooks (a reward
+# function's ``warmup`` attribute), outside every call's own time limit.
+WARM_UP_SECONDS = 600.0
 
 
 class CallTimeout(Exception):
@@ -419,6 +422,11 @@ class WorkerPool:
             return
         try:
             worker.conn.send_bytes(pickle.dumps(("register", key, self._programs[key])))
+            if not worker.conn.poll(WARM_UP_SECONDS):
+                self._kill(worker)
+                raise LoadError(
+                    f"loading the reward in a worker process (with its warm-up hook) took more "
+                    f"than {WARM_UP_SECONDS:g} s")
             reply = pickle.loads(worker.conn.recv_bytes())
         except (EOFError, OSError) as exc:
             worker.process.join(timeout=1)
@@ -745,6 +753,9 @@ class _Spare:
                 worker = self.pool._spawn(dead)
                 for key, blob in programs.items():
                     worker.conn.send_bytes(pickle.dumps(("register", key, blob)))
+                    if not worker.conn.poll(WARM_UP_SECONDS):
+                        self.pool._kill(worker, replaced=False)
+                        raise TimeoutError("loading the reward took too long")
                     reply = pickle.loads(worker.conn.recv_bytes())
                     if reply[2] is None:
                         worker.known.add(key)

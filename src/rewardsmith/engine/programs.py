@@ -32,6 +32,18 @@ from .timing import timed, timed_async, timed_async_group, timed_group
 __all__ = ["AsyncProgram", "SyncProgram", "column_of", "row_layout"]
 
 
+
+def warm_up(entries: Sequence[tuple[Any, ...]]) -> None:
+    """Call each reward's ``warmup`` attribute, if it has one, once per process before its
+    first call: a cache that takes longer to fill than a call's timeout is filled here, where
+    no call's clock runs (the pool gives loading and warming up ``WARM_UP_SECONDS``)."""
+    for entry in entries:
+        reward = entry[0]
+        func = load_reward(reward).func if isinstance(reward, str) else reward
+        hook = getattr(func, "warmup", None)
+        if callable(hook):
+            hook()
+
 class SyncProgram:
     """Runs the rubric's sync rewards inside a worker process; built lazily there.
 
@@ -102,8 +114,10 @@ class SyncProgram:
         return self._calls
 
     def prepare(self) -> None:
-        """Load every reward (in the worker, when the program arrives)."""
+        """Load every reward (in the worker, when the program arrives) and run its warm-up
+        hook."""
         self.calls()
+        warm_up([*self.singles, *self.groups])
 
     def build_rows(self, shared: Any) -> list[Any]:
         """The rows a payload holds: tuples of layout fields, or rollouts."""
@@ -227,8 +241,10 @@ class AsyncProgram:
         return self._binders
 
     def prepare(self) -> None:
-        """Load every reward (in the worker, when the program arrives)."""
+        """Load every reward (in the worker, when the program arrives) and run its warm-up
+        hook."""
         self._load()
+        warm_up([*self.singles, *self.groups])
 
     def rows(self, shared: Any) -> list[Rollout]:
         self._rows = max(1, len(shared))
