@@ -164,8 +164,8 @@ class _Walk:
             return
         path, installed = _locate(name)
         if path is None:
-            if installed is None and "." not in name:
-                self.packages[top] = "not found"
+            if "." not in name and name not in sys.modules and _absent(name):
+                self.packages[top] = "not found"  # installing it later changes the identity
             return
         if installed is not None:
             self.packages.update(installed)
@@ -290,6 +290,15 @@ def _locate(name: str) -> tuple[Path | None, dict[str, str] | None]:
     found = (path, None if site is None else {top: _installed_version(site, top, path)})
     _LOCATED[name] = found
     return found
+
+
+def _absent(name: str) -> bool:
+    """True when no top-level module ``name`` can be imported (a namespace package, which has
+    no file of its own, is present)."""
+    try:
+        return importlib.machinery.PathFinder.find_spec(name) is None
+    except (ImportError, ValueError, OSError):
+        return True
 
 
 def _find_on_path(name: str) -> Path | None:
