@@ -96,3 +96,15 @@ def test_the_trl_adapter_skips_the_judge_behind_a_closed_gate(
     helpful = per_func[funcs.names.index("helpful")]
     assert [value == 0.0 for value in helpful[1::2]] == [True] * 4  # closed: counts 0
     assert all(value is not None for value in helpful)
+
+
+def test_a_pairwise_judge_behind_a_gate_still_compares_the_whole_group(
+        server: OpenAIServer, tmp_path: Path) -> None:
+    settings = config(server.base_url, tmp_path / "j.db")
+    settings["components"]["quality"]["judge"]["mode"] = "pairwise"
+    rubric = Rubric.from_dict(settings)
+    rows = items()[:4]  # one group, two gates open: a lone passer would have no opponent
+    result = ScoreJob(rubric, workers=0, store=str(tmp_path / "run.db")).run_rollouts(rows)
+    assert server.billed == 12  # 6 pairs in both orders, as without the gate
+    assert all(s.status is Status.OK for s in result.scores)
+    assert [s.reward == 0.0 for s in result.scores] == [False, True, False, True]

@@ -1,5 +1,5 @@
-"""Closed gates save their calls: a judge (or reward model) with ``requires`` is asked only
-for rollouts whose gate component came out open (an ok value above 0).
+"""Closed gates save their calls: a pointwise judge (or a reward model) with ``requires`` is
+asked only for rollouts whose gate component came out open (an ok value above 0).
 
 Such components wait for the rest of the batch, then run on the rollouts that passed. A
 rollout whose gate is closed gets no value for the component and the metric ``skipped`` = 1;
@@ -24,8 +24,11 @@ Skipped = dict[str, list[int]]  # component -> positions in the batch whose gate
 
 
 def gated_evaluators(rubric: Rubric) -> list[Component]:
-    """The components whose calls a closed gate saves: evaluators (judges) with ``requires``."""
-    return [c for c in rubric.components if c.evaluator is not None and c.requires is not None]
+    """The components whose calls a closed gate saves: evaluators with ``requires`` that grade
+    each rollout alone (``per_rollout``: pointwise judges, reward models). A group or pairwise
+    judge compares the rollouts it is given, so it still sees the whole group."""
+    return [c for c in rubric.components if c.evaluator is not None and c.requires is not None
+            and getattr(c.evaluator, "per_rollout", False)]
 
 
 def _open(cell: Cell) -> bool:

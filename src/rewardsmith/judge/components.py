@@ -32,6 +32,12 @@ class CriterionEvaluator:
         before = self.judge.refresh_before
         return identity if before is None else f"{identity}@refresh:{before!r}"
 
+    @property
+    def per_rollout(self) -> bool:
+        """Whether a rollout's grade leaves the others out (pointwise): then a closed gate
+        can spare its call. Group and pairwise grades depend on the rollouts judged together."""
+        return self.judge.config.mode == "pointwise"
+
     async def evaluate(self, rollouts: Sequence[Rollout]) -> list[ComponentResult]:
         return await self.judge.grade(rollouts, self.criterion)
 

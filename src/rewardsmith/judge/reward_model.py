@@ -136,6 +136,11 @@ class RewardModel:
     def identity(self) -> str:
         return self._identity
 
+    @property
+    def per_rollout(self) -> bool:
+        """Each text is scored alone: a closed gate can spare its call."""
+        return True
+
     def attach_store(self, path: str) -> None:
         self._attached = path
 
