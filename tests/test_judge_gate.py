@@ -108,3 +108,14 @@ def test_a_pairwise_judge_behind_a_gate_still_compares_the_whole_group(
     assert server.billed == 12  # 6 pairs in both orders, as without the gate
     assert all(s.status is Status.OK for s in result.scores)
     assert [s.reward == 0.0 for s in result.scores] == [False, True, False, True]
+
+
+def test_a_reward_model_behind_a_closed_gate_scores_only_what_passed(
+        server: OpenAIServer, tmp_path: Path) -> None:
+    rubric = Rubric.from_dict({"name": "gated-rm", "components": {
+        "correct": {"reward": "gsm8k"},
+        "rm": {"reward_model": {"base_url": f"http://127.0.0.1:{server.port}", "api": "openrlhf",
+                                "store": str(tmp_path / "rm.db")}, "requires": "correct"}}})
+    result = ScoreJob(rubric, workers=0, store=str(tmp_path / "run.db")).run_rollouts(items())
+    assert server.reward_batches == [2, 2]  # two groups of 4, two gates open in each
+    assert [s.metrics.get("rm.skipped") for s in result.scores] == [None, 1.0] * 4
