@@ -84,3 +84,10 @@ def test_a_reply_cut_at_max_tokens_says_so_in_the_scored_line(tmp_path: Path) ->
     line = scores[0].to_dict()
     assert line["status"] == "error" and usage["failed"] == 1
     assert "cut at max_tokens=8: raise max_tokens" in line["errors"]["helpful"]
+
+
+def test_a_cut_group_reply_says_so_too(tmp_path: Path) -> None:
+    with OpenAIServer(models=[MODEL], style="cut") as server:
+        scores, _ = run(rubric(server, tmp_path / "j.db", max_tokens=8, mode="group"), 3)
+    assert server.billed == 1
+    assert all("cut at max_tokens=8: raise max_tokens" in s.errors["helpful"] for s in scores)

@@ -260,7 +260,10 @@ class Comparer:
 
     def _mark(self, run: _Run, call: CallRecord,
               found: dict[str, float | str]) -> tuple[CallRecord, dict[str, float | str]]:
-        named = {k: (f"judge {self.judge.name!r}: {v}" if isinstance(v, str) else v)
+        # A reply cut at max_tokens says so in each error it caused (the scored line shows it).
+        cut = (f" (the reply was cut at max_tokens={self.judge.config.max_tokens}: raise "
+               f"max_tokens)" if call.cut else "")
+        named = {k: (f"judge {self.judge.name!r}: {v}{cut}" if isinstance(v, str) else v)
                  for k, v in found.items()}
         errors = [v for v in named.values() if isinstance(v, str)]
         if errors:
@@ -288,6 +291,7 @@ class Comparer:
         else:
             call.attempts, call.reply, call.reply_model = reply.attempts, reply.content, reply.model
             call.tokens_in, call.tokens_out = reply.tokens_in, reply.tokens_out
+            call.cut = reply.finish_reason == "length"
             content = reply.content
         call.cost = run.usage.charge(judge.config, call.tokens_in, call.tokens_out)
         run.usage.retries += max(0, call.attempts - 1)

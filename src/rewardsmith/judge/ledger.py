@@ -160,6 +160,7 @@ class CallRecord:
     reply: str | None = None
     reply_model: str | None = None
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    cut: bool = False  # the reply stopped at max_tokens (not stored: its error says so)
 
 
 def pid_alive(pid: int) -> bool:
