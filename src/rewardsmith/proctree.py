@@ -13,7 +13,7 @@ import contextlib
 import os
 import signal
 
-__all__ = ["descendants", "kill_tree", "resident_bytes"]
+__all__ = ["TAG_VARIABLE", "descendants", "kill_tagged", "kill_tree", "resident_bytes"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -104,6 +104,35 @@ def kill_tree(pid: int, *, group: bool = True) -> None:
     for target in [pid, *tree]:
         with contextlib.suppress(OSError):
             os.kill(target, signal.SIGKILL)
+
+
+# Set in a worker's environment, so that what its calls start carries it: processes that left
+# the worker's tree (a daemon re-parented to init when its worker crashed) are still found.
+TAG_VARIABLE = "REWARDSMITH_WORKER_TAG"
+
+
+def kill_tagged(tag: str) -> int:
+    """SIGKILL every process whose environment holds ``TAG_VARIABLE=tag`` (those this user may
+    read); how many were found."""
+    needle = f"{TAG_VARIABLE}={tag}".encode()
+    found = 0
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return 0
+    for name in names:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                environ = handle.read()
+        except OSError:
+            continue
+        if needle + b"\0" in environ or environ.endswith(needle):
+            with contextlib.suppress(OSError):
+                os.kill(int(name), signal.SIGKILL)
+                found += 1
+    return found
 
 
 def resident_bytes(pid: int) -> int | None:

@@ -33,10 +33,10 @@ import cloudpickle
 
 from .deadline import Abandoned, await_within
 from .isolation import guard_process, restore_streams, saved_streams
-from .proctree import descendants
+from .proctree import TAG_VARIABLE, descendants
 from .resultlog import LogWriter
 
-__all__ = ["SLOT_SIZE", "SLOT_INDEX", "SLOT_START", "SLOT_BATCH", "HALF", "IN_BUFFER",
+__all__ = ["worker_tag", "SLOT_SIZE", "SLOT_INDEX", "SLOT_START", "SLOT_BATCH", "HALF", "IN_BUFFER",
            "OK", "ERROR", "TIMEOUT", "RECYCLE", "format_exception", "worker_main"]
 
 OK, ERROR, TIMEOUT = 0, 1, 2
@@ -58,6 +58,11 @@ _ABANDONED_STEP = 1.0
 
 class LateResult(Exception):
     """A call returned after its time limit: it counts as a timeout, never as a result."""
+
+
+def worker_tag(owner: int, worker: int) -> str:
+    """The tag a worker puts in the environment of what its calls start."""
+    return f"{owner}.{worker}"
 
 
 def format_exception(exc: BaseException) -> str:
@@ -147,6 +152,8 @@ def worker_main(conn: Any, slot: Any, buffer: Any, log_block: Any, owner: int) -
         os.setsid()  # lead a process group: the parent kills the whole group on a timeout
     _die_with_parent(owner)
     _adopt_orphans()
+    # Inherited by what the calls start: found by the parent even after this process is gone.
+    os.environ[TAG_VARIABLE] = worker_tag(owner, os.getpid())
     with contextlib.suppress(OSError):
         os.dup2(2, 1)  # what rewards print (Python, C code, child processes) goes to stderr
     sys.stdout = sys.stderr

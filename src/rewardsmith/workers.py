@@ -47,7 +47,7 @@ from typing import Any, Protocol
 import cloudpickle
 
 from .errors import LoadError
-from .proctree import kill_tree, resident_bytes
+from .proctree import kill_tagged, kill_tree, resident_bytes
 from .resultlog import LOG_BYTES, read_log
 from .worker_process import (
     ERROR,
@@ -62,6 +62,7 @@ from .worker_process import (
     TIMEOUT,
     format_exception,
     worker_main,
+    worker_tag,
 )
 
 __all__ = ["BatchResult", "CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK",
@@ -371,6 +372,11 @@ class WorkerPool:
         if pid is not None:
             with contextlib.suppress(Exception):
                 kill_tree(pid)
+            if worker.process.exitcode is not None:
+                # It died on its own (a crash): what its calls started and it had adopted went
+                # to init with it, out of its tree; they still carry its tag.
+                with contextlib.suppress(Exception):
+                    kill_tagged(worker_tag(os.getpid(), pid))
         with contextlib.suppress(Exception):
             worker.process.join(timeout=2)
         with contextlib.suppress(Exception):

@@ -47,6 +47,21 @@ def test_a_daemon_a_reward_starts_ends_with_its_call(tmp_path: Path) -> None:
         assert not alive(started[0])
 
 
+def test_a_daemon_started_before_its_worker_crashed_is_ended(tmp_path: Path) -> None:
+    pid_file = tmp_path / "daemons"
+    rubric = Rubric([Component("d", f"{REWARDS}:daemon", params={"pid_file": str(pid_file)})])
+    with Engine(rubric, workers=1) as engine:
+        scores = engine.score_group([Rollout("a", "g", "p", "daemon", None),
+                                     Rollout("b", "g", "p", "crash", None)])
+        assert [s.status for s in scores] == [Status.OK, Status.ERROR]
+        started = pids(pid_file)
+        assert len(started) == 1
+        deadline = time.monotonic() + 3
+        while alive(started[0]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not alive(started[0])
+
+
 def test_the_cli_returns_while_a_reward_started_a_daemon(tmp_path: Path) -> None:
     pid_file = tmp_path / "daemons"
     data = tmp_path / "in.jsonl"
