@@ -125,10 +125,10 @@ def kill_tagged(tag: str) -> int:
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as handle:
-                environ = handle.read()
+                variables = handle.read()
         except OSError:
             continue
-        if needle + b"\0" in environ or environ.endswith(needle):
+        if needle + b"\0" in variables or variables.endswith(needle):
             with contextlib.suppress(OSError):
                 os.kill(int(name), signal.SIGKILL)
                 found += 1
