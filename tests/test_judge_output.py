@@ -55,10 +55,11 @@ def test_a_judge_that_always_picks_one_position_is_warned_about(
     rubric = write_rubric(tmp_path / "r.yaml", biased.base_url, tmp_path / "j.db", "pairwise")
     rollouts, scored = write_rollouts(tmp_path / "in.jsonl"), tmp_path / "out.jsonl"
     result = CliRunner().invoke(app, ["score", str(rollouts), "--rubric", str(rubric),
-                                      "-o", str(scored)])
+                                      "-o", str(scored), "--store", str(tmp_path / "run.db")])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert "warning: pairwise judge 'helpful': position bias 1.00" in text
+    assert "12 calls" in text  # 6 pairs, both orders: none came from another run's store
     assert "cost $0.00" in text and "cost $0.0000" not in text  # digits, not zeros
     page = tmp_path / "report.html"
     result = CliRunner().invoke(app, ["report", str(scored), "-o", str(page)])
