@@ -537,12 +537,12 @@ class WorkerPool:
                         values[order[position]] = outcome[1]
                     else:
                         failures[order[position]] = outcome
-            crossed = (failure[1].startswith(_OVER_MEMORY) and order[failed_at] not in retried
-                       and (failed_at > 0 or number > 1))
+            crossed = (failure[1].startswith(_OVER_MEMORY) and _HELD_BEFORE in failure[1]
+                       and order[failed_at] not in retried)
             if crossed:
-                # The worker's memory crossed the limit during this call after it had run
-                # others, whose leftovers may be most of it: the call runs once more, on a
-                # fresh worker, and fails only if it crosses the limit there too.
+                # The worker's memory crossed the limit during this call, but most of it was
+                # held before the call began (what earlier calls left behind): the call runs
+                # once more, on a fresh worker, and fails only if it crosses the limit there.
                 retried.add(order[failed_at])
             else:
                 failures[order[failed_at]] = failure
@@ -598,6 +598,7 @@ class WorkerPool:
         slot = worker.slot
         pid = worker.process.pid
         frozen = _FrozenWatch()
+        seen_index, seen_used = -1, None  # the running call, and its worker's memory at first
         while True:
             try:
                 ready = worker.conn.poll(_POLL_SECONDS)
@@ -633,11 +634,15 @@ class WorkerPool:
             if memory is not None and 0 <= index < len(memory):
                 used = resident_bytes(pid)
                 allowed = float(memory[index])
+                if index != seen_index:  # the first look at this call: what it started with
+                    seen_index, seen_used = index, used
                 if used is not None and used > allowed * (1 << 20):
                     self._kill(worker)
+                    held = seen_used is not None and seen_used > _HELD_SHARE * allowed * (1 << 20)
                     return None, index, (
                         ERROR, f"{_OVER_MEMORY} of {allowed:g} MB (worker process "
-                               f"killed; raise memory_limit if the reward needs more)")
+                               f"killed{_HELD_BEFORE if held else ''}; raise memory_limit if "
+                               f"the reward needs more)")
             if started > 0.0:
                 limit = float(limits[index])
                 if time.monotonic() - started > limit:
@@ -661,6 +666,9 @@ class WorkerPool:
 
 
 _OVER_MEMORY = "exceeded the memory limit"
+# A worker that held this share of the limit when a call began had it from earlier calls.
+_HELD_SHARE = 0.5
+_HELD_BEFORE = ", most of it held before this call began"
 # A worker holding this share of its calls' smallest memory limit after a batch is replaced.
 _RECYCLE_SHARE = 0.75
 
