@@ -552,10 +552,12 @@ class WorkerPool:
             # second blocking call cannot cut them off again.
             concurrency = min(concurrency, 1)
             worker = spare.replace(worker)
-            if share is None and len(pending) > 1 and self.size > 1 and not self._closed:
+            if (share is None and self.size > 1 and not self._closed
+                    and len(pending) >= (2 if concurrency > 0 else _SHARE_AT_LEAST)):
                 # A call that had to be killed makes the rest of its batch run one at a time
                 # (async) or on a fresh worker: half of what is left is offered to the others,
-                # so that calls which block their worker time out in parallel.
+                # so that calls which block their worker time out in parallel. (A few sync
+                # calls are not worth another worker's start.)
                 kept = len(pending) // 2
                 share = (self._offer(job, pending[kept:], concurrency), pending[kept:])
                 pending = pending[:kept]
@@ -666,6 +668,8 @@ class WorkerPool:
 
 
 _OVER_MEMORY = "exceeded the memory limit"
+# Sync calls left in a batch after a kill are shared with other workers from this many on.
+_SHARE_AT_LEAST = 64
 # A worker that held this share of the limit when a call began had it from earlier calls.
 _HELD_SHARE = 0.5
 _HELD_BEFORE = ", most of it held before this call began"
