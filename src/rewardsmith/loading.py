@@ -116,7 +116,9 @@ def _locate_file(path: Path, folder: str | Path | None, spec: str) -> Path:
 def _search_path_text() -> str:
     shown = [p or "(current directory)" for p in sys.path[:8]]
     more = f" ... and {len(sys.path) - 8} more" if len(sys.path) > 8 else ""
-    return ", ".join(shown) + more
+    here = os.getcwd()
+    last = "" if "" in sys.path or here in sys.path else f", then the working directory {here}"
+    return ", ".join(shown) + more + last
 
 
 def _from_module(module_name: str, attr: str, spec: str) -> Callable[..., Any]:
