@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from rewardsmith import Rollout, Rubric, ScoreJob, StoreError
+from rewardsmith.judge.ledger import SCHEMA_VERSION as LEDGER_SCHEMA_VERSION
 from rewardsmith.judge.ledger import Ledger
 from rewardsmith.status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of, status_of
 from rewardsmith.store import SCHEMA_VERSION, Store
@@ -161,7 +162,8 @@ def test_store_and_judge_ledger_share_one_setup(tmp_path: Path) -> None:
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         metas = {name: dict(db.execute(f"SELECT key, value FROM {name}"))["schema"]
                  for name in ("store_meta", "judge_meta")}
-    assert metas == {"store_meta": str(SCHEMA_VERSION), "judge_meta": "1"}
+    assert metas == {"store_meta": str(SCHEMA_VERSION),
+                     "judge_meta": str(LEDGER_SCHEMA_VERSION)}
     missing = tmp_path / "nowhere" / "x.db"
     with pytest.raises(StoreError) as store_error:
         Store(missing)
