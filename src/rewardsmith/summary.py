@@ -133,7 +133,19 @@ class RunSummary:
             "seconds": round(self.seconds, 4),
             "rollouts_per_second": round(self.rollouts_per_second, 1),
             **self.extra,
+            **({"usage": _usage_json(self.extra["usage"])} if self.extra.get("usage") else {}),
         }
+
+
+def _usage_json(usage: dict[str, Any]) -> dict[str, Any]:
+    """Judge usage for JSON: counts as integers (calls, tokens, retries...), the cost as it is."""
+    def count(key: str, value: Any) -> Any:
+        if key != "cost" and isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+
+    return {name: {k: count(k, v) for k, v in figures.items()} if isinstance(figures, dict)
+            else figures for name, figures in usage.items()}
 
 
 class SummaryBuilder:
