@@ -267,8 +267,8 @@ def train(opts: argparse.Namespace, log: RunLog, funcs: Any, tokenizer: Any, mod
     return trl_logs
 
 
-def check_run(log: RunLog, trl_logs: list[dict[str, Any]], steps: int, generations: int,
-              weights: Sequence[float]) -> list[tuple[str, bool, str]]:
+def check_run(log: RunLog, trl_logs: list[dict[str, Any]],
+              steps: int) -> list[tuple[str, bool, str]]:
     """What must hold on any run (see the module docstring)."""
     from rewardsmith import Rollout, Rubric, compute_advantages, score_rollouts
 
@@ -462,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     _append_jsonl(opts.out / "trl_log.jsonl", trl_logs)
 
     steps_done = max((int(line["step"]) for line in trl_logs), default=0)
-    checks = check_run(log, trl_logs, steps_done, opts.generations, funcs.reward_weights)
+    checks = check_run(log, trl_logs, steps_done)
     run_id = record_in_store(opts.out)
     rows_per_step = step_means(log)
     first, last = rows_per_step[: max(1, len(rows_per_step) // 10)], rows_per_step[-max(

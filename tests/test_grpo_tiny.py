@@ -123,7 +123,7 @@ def test_the_masked_prompt_reached_the_trainer_as_a_mask(run: tuple[Path, str]) 
 def test_the_run_is_in_the_store_and_rescores_without_generating(run: tuple[Path, str],
                                                                  tmp_path: Path) -> None:
     out, _ = run
-    cli = [sys.executable, "-m", "rewardsmith.cli"]
+    cli = [sys.executable, "-m", "rewardsmith"]
     listed = subprocess.run([*cli, "runs", "--store", str(out / "rewardsmith.db"), "--json"],
                             capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr
@@ -150,7 +150,7 @@ def test_the_run_is_in_the_store_and_rescores_without_generating(run: tuple[Path
 def test_advantages_command_agrees_with_trls_own_advantages(run: tuple[Path, str]) -> None:
     out, _ = run
     scored = _lines(out / "scored.jsonl")
-    result = subprocess.run([sys.executable, "-m", "rewardsmith.cli", "advantages",
+    result = subprocess.run([sys.executable, "-m", "rewardsmith", "advantages",
                              str(out / "scored.jsonl"), "--trainer", "trl", "--json"],
                             capture_output=True, text=True, timeout=120)
     report = json.loads(result.stdout)
