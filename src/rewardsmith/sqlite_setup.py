@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
@@ -111,7 +112,7 @@ def connect(path: str | Path, *, what: str, timeout: float = 60.0, read_only: bo
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         if wal:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = _journal_mode_wal(conn, timeout)
             if str(mode).lower() != "wal":
                 raise StoreError(f"{what} {path!r}: cannot use WAL mode (got {mode!r}); is it "
                                  f"on a network file system?")
@@ -129,6 +130,24 @@ def connect(path: str | Path, *, what: str, timeout: float = 60.0, read_only: bo
         conn.close()
         raise
     return conn
+
+
+def _journal_mode_wal(conn: sqlite3.Connection, timeout: float) -> str:
+    """Set WAL mode, waiting out other connections that set up the same new file at once.
+
+    Changing the journal mode needs the file to itself, and SQLite answers "database is
+    locked" at once, without its busy handler, when two connections would otherwise wait for
+    each other (two engines opening one new judge store together did)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if not is_busy_error(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 def statements(script: str) -> list[str]:
