@@ -255,7 +255,8 @@ def test_from_the_command_line(tmp_path: Any) -> None:
     out = Path(tmp_path) / "scored.jsonl"
     done = subprocess.run([sys.executable, "-m", "rewardsmith", "score", str(rollouts),
                            "--rubric", str(rubric), "-o", str(out)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)  # its default store lands there, not in the checkout
     assert done.returncode == 0, done.stderr[-2000:]
     scored = {s["id"]: s for s in map(json.loads, out.read_text().splitlines())}
     assert scored["right"]["reward"] == 1.0 and scored["right"]["status"] == "ok"
