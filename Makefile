@@ -9,6 +9,9 @@ CKSUM := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 CORE := $(VENV)/.core-$(CKSUM)
 STAMP := $(VENV)/.installed-$(CKSUM)
 
+.PHONY: demo test test-slow check lint bench clean sandbox docs reference browser doctools \
+	judge-local
+
 $(CORE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --no-compile -e .
