@@ -54,16 +54,30 @@ def _imports(args: list[str], cwd: Path, until: bytes | None = None) -> tuple[fl
     return total_us / 1e6, names
 
 
-def _best_of_five(args: list[str], cwd: Path,
-                   until: bytes | None = None) -> tuple[float, set[str]]:
-    runs = [_imports([a.replace("{run}", str(n)) for a in args], cwd, until) for n in range(5)]
+def _best_of_five(args: list[str], cwd: Path, until: bytes | None = None,
+                  first: int = 0) -> tuple[float, set[str]]:
+    runs = [_imports([a.replace("{run}", str(n)) for a in args], cwd, until)
+            for n in range(first, first + 5)]
     return min(seconds for seconds, _ in runs), runs[0][1]
 
 
+def _timed(args: list[str], cwd: Path, budget_s: float,
+           until: bytes | None = None) -> tuple[float, float, set[str]]:
+    """(seconds, budget, modules): measured twice when the first measure is over budget, with
+    the machine's speed read again, so that a busy moment of a shared machine (which the
+    speed reading taken beside it can miss) does not fail the test; a real regression fails
+    both."""
+    seconds, names = _best_of_five(args, cwd, until=until)
+    budget = budget_s * speed_factor()
+    if seconds >= budget:  # runs 5-9: each run keeps its own store, none replays another
+        seconds, names = _best_of_five(args, cwd, until=until, first=5)
+        budget = budget_s * speed_factor()
+    return seconds, budget, names
+
+
 def test_help_imports_little(tmp_path: Path) -> None:
-    seconds, names = _best_of_five(["-m", "rewardsmith", "--help"], tmp_path)
+    seconds, budget, names = _timed(["-m", "rewardsmith", "--help"], tmp_path, IMPORT_BUDGET_S)
     assert not {h for h in HEAVY if h in names}, "help imported heavy modules"
-    budget = IMPORT_BUDGET_S * speed_factor()
     assert seconds < budget, f"--help spent {seconds:.3f} s importing (budget {budget:.3f} s)"
 
 
@@ -78,9 +92,8 @@ def test_score_start_imports_little(tmp_path: Path) -> None:
         "    os.write(2, b'FIRST-CALL\\n')\n    return 1.0\n")
     args = ["-m", "rewardsmith", "score", str(rollouts), "--reward", "first_call.py:reward",
             "-o", str(tmp_path / "o.jsonl"), "-w", "0", "--store", str(tmp_path / "s{run}.db"), "-q"]
-    seconds, names = _best_of_five(args, tmp_path, until=b"FIRST-CALL")
+    seconds, budget, names = _timed(args, tmp_path, SCORE_START_BUDGET_S, until=b"FIRST-CALL")
     assert not {h for h in HEAVY if h in names}, "the start of score imported heavy modules"
-    budget = SCORE_START_BUDGET_S * speed_factor()
     assert seconds < budget, (f"the start of score spent {seconds:.3f} s importing "
                               f"(budget {budget:.3f} s)")
 
