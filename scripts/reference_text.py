@@ -88,6 +88,9 @@ RUBRIC_KEYS: dict[tuple[str, str], str] = {
     ("judge", "timeout"): "Seconds for the generation, from sending the request to the whole "
     "reply; a call past it is cancelled.",
     ("judge", "connect_timeout"): "Seconds to connect to the server.",
+    ("judge", "first_byte_timeout"): "Seconds from an attempt's start to the first byte of "
+    "the reply (none: only `timeout` bounds it); a server that has not begun answering by then "
+    "is retried with backoff.",
     ("judge", "unavailable_wait"): "Seconds a call keeps retrying 503s (a model loading) and "
     "refused connections (a server restarting) before they count against `retries`.",
     ("judge", "retry_failed"): "Later runs that ask again for a grade whose call failed; after "

@@ -2,8 +2,10 @@
 
 Calls in flight are bounded by the caller (``Limits.call``, in whatever scope the limits hold)
 and, per client, by what the server can serve (``InFlight``: at most its slots where it says,
-halved on refusals and timeouts). This module adds a connect deadline apart from the
-generation deadline (``connect_timeout``, ``timeout``), retries with exponential backoff and
+halved on refusals and timeouts). This module adds a connect deadline and a first-byte deadline
+apart from the generation deadline (``connect_timeout``, ``first_byte_timeout``, ``timeout``:
+the reply is read as a stream so that its first byte can be timed, and ``timeout`` bounds the
+whole exchange, not each read as httpx's own timeout does), retries with exponential backoff and
 jitter on 429, 5xx, connection errors and timeouts (honouring ``Retry-After`` and
 ``retry-after-ms``, and pausing every request while the server asked to wait), a longer budget
 for a server that is restarting (503s and refused connections are retried for
@@ -19,10 +21,11 @@ import email.utils
 import logging
 import random
 import re
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -36,6 +39,7 @@ from .scales import grade_schema
 __all__ = ["CallFailed", "JudgeClient", "Reply", "RateLimiter", "request_body"]
 
 log = logging.getLogger("rewardsmith.judge")
+_T = TypeVar("_T")
 
 _RETRY_STATUSES = frozenset({408, 409, 429})
 _BACKOFF_CAP = 20.0  # seconds: the longest wait between attempts without a Retry-After
@@ -145,9 +149,34 @@ class JudgeClient:
         index = self._busy.index(min(self._busy))  # the least busy pool
         self._busy[index] += 1
         try:
-            return await self._shards[index].post(url, json=body)
+            shard = self._shards[index]
+            return await self._exchange(shard, shard.build_request("POST", url, json=body))
         finally:
             self._busy[index] -= 1
+
+    async def _exchange(self, shard: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+        """Send one request and read its whole reply within the deadlines: its first byte
+        (the status line) within ``first_byte_timeout``, all of it within ``timeout``.
+
+        httpx's read timeout bounds each wait for the socket, so a server that trickles its
+        reply would never time out by it alone; and it cannot tell a server that never starts
+        answering from one that is still sending."""
+        config = self.config
+        started = time.monotonic()
+        first = min(config.first_byte_timeout or config.timeout, config.timeout)
+        try:
+            response = await _within(shard.send(request, stream=True), first)
+        except asyncio.TimeoutError:  # TimeoutError itself from 3.11 on
+            if first < config.timeout:
+                raise _Late(f"no reply began within {first:g} s") from None
+            raise _Late(f"timed out after {config.timeout:g} s") from None
+        try:
+            await _within(response.aread(), config.timeout - (time.monotonic() - started))
+        except asyncio.TimeoutError:
+            raise _Late(f"timed out after {config.timeout:g} s") from None
+        finally:
+            await response.aclose()
+        return response
 
     # ------------------------------------------------------------------ check
 
@@ -256,6 +285,9 @@ class JudgeClient:
                     response = await self._post(url, body)
                 except httpx.ConnectTimeout:
                     reason, status = f"no connection within {config.connect_timeout:g} s", None
+                except _Late as late:
+                    reason, status = str(late), None
+                    self.inflight.overloaded()
                 except httpx.TimeoutException:
                     reason, status = f"timed out after {config.timeout:g} s", None
                     self.inflight.overloaded()
@@ -333,6 +365,18 @@ class JudgeClient:
                      attempts=attempts, model=data.get("model"),
                      finish_reason=choice.get("finish_reason"),
                      logprobs=tokens if isinstance(tokens, list) else None)
+
+
+class _Late(Exception):
+    """An attempt that ran past the first-byte or the whole-reply deadline."""
+
+
+async def _within(awaitable: Awaitable[_T], seconds: float) -> _T:
+    """``await awaitable``, raising ``TimeoutError`` after ``seconds`` (cancelling it)."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(max(0.0, seconds)):
+            return await awaitable
+    return await asyncio.wait_for(awaitable, max(0.0, seconds))  # pragma: no cover
 
 
 def _usage(usage: Any, estimate: int, content: Any) -> tuple[int, int]:

@@ -109,6 +109,8 @@ class JudgeConfig(BaseModel):
     limit_scope: LimitScope = "auto"
     timeout: float = Field(default=30.0, gt=0)  # the generation: from sending to the reply
     connect_timeout: float = Field(default=10.0, gt=0)  # reaching the server
+    # From the attempt's start to the reply's first byte (None: only ``timeout`` bounds it).
+    first_byte_timeout: float | None = Field(default=None, gt=0)
     unavailable_wait: float = Field(default=120.0, ge=0)  # 503s and refused connections
     retries: int = Field(default=4, ge=0, le=100)
     retry_failed: int = Field(default=2, ge=0, le=100)  # later runs that re-ask a failed grade
@@ -183,6 +185,10 @@ class JudgeConfig(BaseModel):
                      "connect_timeout", "unavailable_wait"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"{name} must be finite")
+        first = self.first_byte_timeout
+        if first is not None and not (math.isfinite(first) and first <= self.timeout):
+            raise ValueError(f"first_byte_timeout ({first:g}) must be at most timeout "
+                             f"({self.timeout:g}), which bounds the whole reply")
         return self
 
     @model_validator(mode="after")
