@@ -23,6 +23,7 @@ from .page import count, esc, page
 from .plots import Plotter
 from .scored import read_scored
 from .sections import ReportData, linked_ids, sections
+from .steps import StepCurve, curve_for
 from .store_info import read_store_facts, rollout_texts
 
 __all__ = ["build_report", "collect", "render"]
@@ -30,7 +31,8 @@ __all__ = ["build_report", "collect", "render"]
 
 def collect(scored: str | Path, *, store: str | Path | None = None, run: str | None = None,
             compare_with: str | Path | None = None, rollouts: str | Path | None = None,
-            warnings: Sequence[str] = (), top: int = 20) -> ReportData:
+            warnings: Sequence[str] = (), top: int = 20,
+            steps: Sequence[str | Path] | StepCurve | None = None) -> ReportData:
     """Read the inputs and compute every number the page shows (no HTML yet)."""
     if top < 0:
         raise ConfigError(f"top must be 0 or more, got {top}")
@@ -52,6 +54,7 @@ def collect(scored: str | Path, *, store: str | Path | None = None, run: str | N
         latency=latency(columns, top=top),
         store=facts,
         warnings=[*(str(w) for w in warnings), *position_bias_warnings(columns.position_bias)],
+        steps=curve_for(scored, steps),
     )
     if compare_with is not None:
         other = read_scored(compare_with)
@@ -85,7 +88,8 @@ def render(data: ReportData, *, title: str | None = None) -> str:
 def build_report(scored: str | Path, *, output: str | Path | None = None,
                  store: str | Path | None = None, run: str | None = None,
                  compare_with: str | Path | None = None, rollouts: str | Path | None = None,
-                 warnings: Sequence[str] = (), top: int = 20, title: str | None = None) -> str:
+                 warnings: Sequence[str] = (), top: int = 20, title: str | None = None,
+                 steps: Sequence[str | Path] | StepCurve | None = None) -> str:
     """The HTML report of a scored file, as a string; also written (atomically) to ``output``
     when given.
 
@@ -93,20 +97,26 @@ def build_report(scored: str | Path, *, output: str | Path | None = None,
     ``run`` its run (default: the latest run over the same rollouts). ``compare_with``: a
     baseline scored file of the same rollouts (paired by id). ``rollouts``: the rollouts file,
     for their text when there is no store. ``warnings``: lines shown in a Warnings section at
-    the top. ``top``: how many slowest and most-changed rollouts to list.
+    the top. ``top``: how many slowest and most-changed rollouts to list. ``steps``: scored
+    files of successive training steps (or a ``StepCurve`` already read) for the Training
+    steps section, the reward and each component's mean per step; without them the section
+    is drawn when the scored file's own lines carry ``step``.
 
-    Raises ``InputError`` for a bad scored line (file and line named), ``StoreError`` for a
-    store without such a run, ``ConfigError`` for bad options, an output that is one of the
-    inputs, or matplotlib missing.
+    Raises ``InputError`` for a bad scored line (file and line named) or steps out of
+    order, ``StoreError`` for a store without such a run, ``ConfigError`` for bad options, an
+    output that is one of the inputs, or matplotlib missing.
     """
     if output is not None:
         if Path(output).is_dir():
             raise ConfigError(f"the output {str(output)!r} is a folder: name a file")
         refuse_output_over_input(output, [("the scored file", scored),
                                           ("the baseline file", compare_with),
-                                          ("the store", store), ("the rollouts file", rollouts)])
+                                          ("the store", store), ("the rollouts file", rollouts),
+                                          *[("a steps file", path) for path in
+                                            (() if isinstance(steps, StepCurve)
+                                             else steps or ())]])
     data = collect(scored, store=store, run=run, compare_with=compare_with, rollouts=rollouts,
-                   warnings=warnings, top=top)
+                   warnings=warnings, top=top, steps=steps)
     text = render(data, title=title)
     if output is not None:
         with atomic_text(output) as handle:

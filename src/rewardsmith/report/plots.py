@@ -146,6 +146,27 @@ class Plotter:
             axes.legend(loc="best", fontsize=8)
             return self._svg(figure)
 
+    def curves(self, steps: Sequence[int], series: Sequence[tuple[str, Sequence[float | None]]],
+               *, window: int = 1, ylabel: str) -> str:
+        """One line per series over training steps (None: a gap). With ``window`` > 1, each
+        step is drawn faintly and the mean of the last ``window`` steps as the line; the first
+        series (the reward) is drawn thicker."""
+        with self._figure(3.4) as (figure, axes):
+            for index, (name, values) in enumerate(series):
+                color = PALETTE[index % len(PALETTE)]
+                raw = [math.nan if v is None else v for v in values]
+                width = 2.0 if index == 0 else 1.3
+                marker = "o" if len(steps) <= 40 and window == 1 else None
+                if window > 1:
+                    axes.plot(steps, raw, color=color, alpha=0.25, linewidth=0.8)
+                    raw = _moving_mean(raw, window)
+                axes.plot(steps, raw, color=color, linewidth=width, marker=marker,
+                          markersize=3, label=_plain(name))
+            axes.set_xlabel("training step")
+            axes.set_ylabel(ylabel)
+            axes.legend(loc="best", ncols=2, fontsize=8)
+            return self._svg(figure)
+
     def boxes(self, labels: Sequence[str], stats: Sequence[dict[str, float]], *,
               xlabel: str, ylabel: str) -> str:
         """Box plots from precomputed quartiles (``whislo``, ``q1``, ``med``, ``q3``,
@@ -169,6 +190,15 @@ def _plain(text: str) -> str:
     """A user's name as matplotlib text: "$" escaped, so it is a character, not TeX (tick
     labels of log axes still use matplotlib's own math)."""
     return text.replace("$", r"\$")
+
+
+def _moving_mean(values: Sequence[float], window: int) -> list[float]:
+    """The mean of each value and the ``window - 1`` before it, NaNs (gaps) left out."""
+    out = []
+    for end in range(1, len(values) + 1):
+        kept = [v for v in values[max(0, end - window):end] if not math.isnan(v)]
+        out.append(math.fsum(kept) / len(kept) if kept else math.nan)
+    return out
 
 
 def _bar_width(values: Sequence[float]) -> float:

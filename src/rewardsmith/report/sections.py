@@ -11,6 +11,8 @@ from .compare import Comparison
 from .page import Section, count, esc, figure, number, seconds, share, signed, table
 from .plots import PALETTE, Plotter
 from .scored import ScoredColumns
+from .step_section import step_section
+from .steps import StepCurve
 from .store_info import StoreFacts, spec_text
 
 __all__ = ["ReportData", "linked_ids", "sections"]
@@ -38,6 +40,7 @@ class ReportData:
     texts: dict[str, Rollout] = field(default_factory=dict)
     text_source: str | None = None  # where the rollouts' text came from
     warnings: list[str] = field(default_factory=list)
+    steps: StepCurve | None = None  # the reward curve over training steps
 
 
 def _link(row: int, scored: ScoredColumns) -> str:
@@ -402,7 +405,9 @@ def linked_ids(data: ReportData) -> list[str]:
 
 def sections(data: ReportData, plots: Plotter) -> list[Section]:
     """Every section in page order; sections with nothing to say are left out."""
-    parts = [_warnings(data), _overview(data), _statuses(data, plots), _rewards(data, plots),
+    curve = step_section(data.steps, plots) if data.steps is not None else None
+    parts = [_warnings(data), _overview(data), curve, _statuses(data, plots),
+             _rewards(data, plots),
              _groups(data, plots), _advantages(data, plots), _latency(data, plots),
              _judges(data), _rubric(data), _compare(data, plots),
              _rollouts(data, _linked_rows(data))]
