@@ -78,7 +78,10 @@ RUBRIC_KEYS: dict[tuple[str, str], str] = {
     ("judge", "allow_alias"): "Accept a model name the server resolves to a dated snapshot.",
     ("judge", "max_concurrency"): "Requests in flight at once; lowered to the server's slots "
     "where it states them (llama.cpp's `/props`), halved for a while after a 429, 503 or "
-    "timeout.",
+    "timeout, shrunk while replies slow down as a queue forms (`latency_tolerance`).",
+    ("judge", "latency_tolerance"): "How many times the fastest recent replies' latency the "
+    "recent replies may take before fewer requests are kept in flight (a server queueing "
+    "them); `null` turns the latency signal off.",
     ("judge", "requests_per_minute"): "Client-side request rate limit.",
     ("judge", "tokens_per_minute"): "Client-side token rate limit.",
     ("judge", "limit_scope"): "Over what the concurrency, rate and budget limits hold: "

@@ -7,8 +7,11 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from judge_servers.paced import PacedServer
 from rewardsmith import Rollout, Rubric, Status
 from rewardsmith.engine import Engine
+from rewardsmith.judge.client import JudgeClient, Reply
+from rewardsmith.judge.config import JudgeConfig
 from rewardsmith.judge.inflight import InFlight
 from support.openai_server import Fault, OpenAIServer
 
@@ -93,3 +96,49 @@ def test_the_window_halves_on_refusals_and_grows_back() -> None:
         assert window.limit == 4  # never above the server's slots
 
     asyncio.run(go())
+
+
+def ask_all(server: PacedServer, n: int, **keys: Any) -> tuple[list[Reply | BaseException],
+                                                              InFlight]:
+    """``n`` graded calls at once through one client; their replies and the client's window."""
+    judge = JudgeConfig.parse({"base_url": server.base_url, "model": MODEL,
+                               "template": "Answer: {completion}",
+                               "criteria": {"helpful": "Does it help?"},
+                               "retry_backoff": 0.001, **keys})
+
+    async def go() -> tuple[list[Reply | BaseException], InFlight]:
+        client = JudgeClient(judge, None)
+        try:
+            replies = await asyncio.gather(
+                *(client.complete([{"role": "user", "content": f"Answer: {i}"}], judge.criteria)
+                  for i in range(n)), return_exceptions=True)
+        finally:
+            await client.close()
+        return list(replies), client.inflight
+
+    return asyncio.run(go())
+
+
+def test_a_server_that_queues_silently_is_sent_about_what_it_serves() -> None:
+    # 2 slots, no /props, no 429s: the queue shows only in the replies' latency. Sent at
+    # max_concurrency 32, 30 requests wait behind the 2 being served.
+    with PacedServer(capacity=2, service=0.03) as server:
+        replies, window = ask_all(server, 96, max_concurrency=32, latency_tolerance=None)
+        assert all(isinstance(r, Reply) for r in replies)
+        assert max(server.queued[48:]) >= 20 and window.latency_cuts == 0
+    with PacedServer(capacity=2, service=0.03) as server:
+        replies, window = ask_all(server, 96, max_concurrency=32)
+        assert all(isinstance(r, Reply) for r in replies) and server.requests == 96
+        assert window.latency_cuts >= 1 and window.cuts == 0
+        # The first burst goes out at max_concurrency; once the latency shows the queue,
+        # the window stays near the 2 slots.
+        assert max(server.queued[48:]) <= 6, server.queued
+        assert window.limit <= 8
+
+
+def test_noisy_latency_without_a_queue_keeps_the_window_open() -> None:
+    # Replies take 20 to 80 ms at random on a server that serves everything at once.
+    with PacedServer(service=0.02, jitter=0.06) as server:
+        replies, window = ask_all(server, 160, max_concurrency=16)
+        assert all(isinstance(r, Reply) for r in replies)
+        assert window.latency_cuts == 0 and window.limit == 16

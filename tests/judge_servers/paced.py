@@ -8,14 +8,15 @@ line, the status line and headers, ``body_delay`` seconds more, and the body (on
 ``trickle`` seconds when set). ``GET /v1/models`` lists ``judge-2024-01-01``.
 
 Counters: ``requests`` (chat requests received), ``replies`` (bodies sent whole),
-``peak_serving`` (most requests in service at once) and ``peak_waiting`` (most requests queued
-behind the slots at once).
+``peak_serving`` (most requests in service at once), ``peak_waiting`` (most requests queued
+behind the slots at once) and ``queued`` (how many were waiting as each request arrived).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import random
 import threading
 from typing import Any
 
@@ -25,11 +26,13 @@ MODEL = "judge-2024-01-01"
 
 
 class PacedServer:
-    def __init__(self, *, capacity: int = 1024, service: float = 0.0, head_delay: float = 0.0,
-                 body_delay: float = 0.0, trickle: float = 0.0,
+    def __init__(self, *, capacity: int = 1024, service: float = 0.0, jitter: float = 0.0,
+                 head_delay: float = 0.0, body_delay: float = 0.0, trickle: float = 0.0,
                  content: str = '{"helpful": 0.5}'):
         self.capacity = capacity
         self.service = service
+        self.jitter = jitter  # each service time is drawn from [service, service + jitter]
+        self._random = random.Random(0)
         self.head_delay = head_delay
         self.body_delay = body_delay
         self.trickle = trickle
@@ -40,6 +43,7 @@ class PacedServer:
         self.waiting = 0
         self.peak_serving = 0
         self.peak_waiting = 0
+        self.queued: list[int] = []  # requests already waiting as each request arrived
         self._loop = asyncio.new_event_loop()
         self._slots: asyncio.Semaphore | None = None
         self._server: asyncio.Server | None = None
@@ -112,6 +116,7 @@ class PacedServer:
         assert self._slots is not None
         self.requests += 1
         queued = self._slots.locked()  # every slot is taken: this request waits
+        self.queued.append(self.waiting)
         if queued:
             self.waiting += 1
             self.peak_waiting = max(self.peak_waiting, self.waiting)
@@ -121,7 +126,7 @@ class PacedServer:
             self.serving += 1
             self.peak_serving = max(self.peak_serving, self.serving)
             try:
-                await asyncio.sleep(self.service)
+                await asyncio.sleep(self.service + self._random.uniform(0, self.jitter))
             finally:
                 self.serving -= 1
         reply = {"id": "paced", "object": "chat.completion", "model": request.get("model"),

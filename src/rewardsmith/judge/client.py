@@ -2,7 +2,7 @@
 
 Calls in flight are bounded by the caller (``Limits.call``, in whatever scope the limits hold)
 and, per client, by what the server can serve (``InFlight``: at most its slots where it says,
-halved on refusals and timeouts). This module adds a connect deadline and a first-byte deadline
+halved on refusals and timeouts, shrunk when replies slow down as a queue forms). This module adds a connect deadline and a first-byte deadline
 apart from the generation deadline (``connect_timeout``, ``first_byte_timeout``, ``timeout``:
 the reply is read as a stream so that its first byte can be timed, and ``timeout`` bounds the
 whole exchange, not each read as httpx's own timeout does), retries with exponential backoff and
@@ -129,7 +129,7 @@ class JudgeClient:
                        or config.tokens_per_minute is not None)
         self._paused_until = 0.0  # a Retry-After pauses every request, not just the one told
         self.retries = 0  # extra attempts made, for usage
-        self.inflight = InFlight(config.max_concurrency)
+        self.inflight = InFlight(config.max_concurrency, config.latency_tolerance)
         self.server_slots: int | None = None  # what the server said it serves at once
 
     def __repr__(self) -> str:
@@ -145,12 +145,19 @@ class JudgeClient:
         for shard in self._shards:
             await shard.aclose()
 
-    async def _post(self, url: str, body: dict[str, Any]) -> httpx.Response:
+    async def _post(self, url: str, body: dict[str, Any]) -> tuple[httpx.Response, float]:
+        """The reply, and the seconds the server took from the request's last byte."""
         index = self._busy.index(min(self._busy))  # the least busy pool
         self._busy[index] += 1
         try:
             shard = self._shards[index]
-            return await self._exchange(shard, shard.build_request("POST", url, json=body))
+            request = shard.build_request("POST", url, json=body)
+            # The latency that tells a queue is the server's: from the request's last byte
+            # sent, not counting a new connection or this loop's other sends before it.
+            written = _Written()
+            request.extensions["trace"] = written
+            response = await self._exchange(shard, request)
+            return response, time.monotonic() - (written.at or written.started)
         finally:
             self._busy[index] -= 1
 
@@ -282,7 +289,7 @@ class JudgeClient:
             unavailable = False
             async with self.inflight.slot():
                 try:
-                    response = await self._post(url, body)
+                    response, latency = await self._post(url, body)
                 except httpx.ConnectTimeout:
                     reason, status = f"no connection within {config.connect_timeout:g} s", None
                 except _Late as late:
@@ -298,7 +305,7 @@ class JudgeClient:
                 else:
                     status = response.status_code
                     if status == 200:
-                        self.inflight.succeeded()
+                        self.inflight.succeeded(latency)
                         return self._reply(response, attempts, estimate)
                     reason = f"HTTP {status}: {self.redact(_error_text(response))}"
                     if status not in _RETRY_STATUSES and status < 500:
@@ -365,6 +372,20 @@ class JudgeClient:
                      attempts=attempts, model=data.get("model"),
                      finish_reason=choice.get("finish_reason"),
                      logprobs=tokens if isinstance(tokens, list) else None)
+
+
+class _Written:
+    """An httpcore trace hook that notes when the request's body was sent in full."""
+
+    __slots__ = ("started", "at")
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.at: float | None = None
+
+    async def __call__(self, event: str, info: dict[str, Any]) -> None:
+        if event == "http11.send_request_body.complete":
+            self.at = time.monotonic()
 
 
 class _Late(Exception):

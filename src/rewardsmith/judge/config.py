@@ -104,6 +104,9 @@ class JudgeConfig(BaseModel):
     response_format: ResponseFormat = "json_schema"
     allow_alias: bool = False
     max_concurrency: int = Field(default=16, ge=1, le=4096)
+    # Fewer requests in flight once recent replies take this many times the fastest recent
+    # ones (a server queueing them); None: only refusals and timeouts shrink the window.
+    latency_tolerance: float | None = Field(default=2.0, gt=1.0, le=100.0)
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
     limit_scope: LimitScope = "auto"
