@@ -8,6 +8,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rewardsmith import Rollout, Rubric, Status
 from rewardsmith.engine import Engine
 from rewardsmith.judge import refresh_judges
@@ -56,6 +58,33 @@ def test_failed_grades_are_asked_again_a_bounded_number_of_times(tmp_path: Path)
         assert all(s.status is Status.OK for s in scores) and healthy.billed == 3
         _, usage = run(rubric(healthy, store, retry_failed=0))
         assert healthy.billed == 3 and usage["replayed"] == 3  # grades, as always
+
+
+@pytest.mark.parametrize(("mode", "calls"), [("group", 1), ("pairwise", 6)])
+def test_group_and_pairwise_failures_are_asked_again_a_bounded_number_of_times(
+        tmp_path: Path, mode: str, calls: int) -> None:
+    # Three rollouts of one group: one group call, or 3 pairs in both orders.
+    store = tmp_path / "j.db"
+    with OpenAIServer(models=[MODEL], style="malformed") as server:
+        billed = []
+        for _ in range(3):
+            scores, usage = run(rubric(server, store, mode=mode, retry_failed=1))
+            billed.append(server.billed)
+            assert all(s.status is Status.ERROR for s in scores)
+        assert billed == [calls, 2 * calls, 2 * calls]  # the first run and one more
+        assert usage["calls"] == 0 and usage["failed_replayed"] == (3 if mode == "group"
+                                                                    else 6)
+        assert "failed 2 times, not asked again; --refresh asks again" in \
+            scores[0].errors["helpful"]
+        refreshed = rubric(server, store, mode=mode, retry_failed=1)
+        refresh_judges(refreshed)
+        _, usage = run(refreshed)
+        assert server.billed == 3 * calls and usage["calls"] == calls
+    with OpenAIServer(models=[MODEL]) as healthy:  # a server that now answers: asked again
+        scores, usage = run(rubric(healthy, store, mode=mode, retry_failed=5))
+        assert all(s.status is Status.OK for s in scores) and healthy.billed == calls
+        scores, usage = run(rubric(healthy, store, mode=mode, retry_failed=0))
+        assert healthy.billed == calls and all(s.status is Status.OK for s in scores)
 
 
 def test_a_version_1_store_counts_its_failures_once(tmp_path: Path) -> None:

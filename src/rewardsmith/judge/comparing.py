@@ -327,11 +327,17 @@ class Comparer:
                 return {**found, **self._unscored(run, wanted, limit)}
             claim = await run.ledger.claim(wanted, run.owner,
                                            {k: criterion_of[k] for k in wanted},
-                                           judge.config.model, refresh_before=judge.refresh_before)
+                                           judge.config.model, refresh_before=judge.refresh_before,
+                                           retry_failed=judge.config.retry_failed)
             for key, record in claim.done.items():
                 if record.value is not None:
                     run.usage.replayed += 1
                     found[key] = record.value
+            # Failed more than retry_failed times: the recorded error, not another call (at
+            # temperature 0 the same question usually fails the same way).
+            run.usage.failed_replayed += len(claim.failed)
+            for key, record in claim.failed.items():
+                found[key] = record.replayed_failure()
             mine_keys = list(claim.mine)
             mine = [c for c in missing if any(k in claim.mine for k in keys[c])]
             if mine:

@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewardsmith.rubric import Component
+
 from ..errors import ConfigError, JudgeError, RewardsmithError
-from ..rubric import Component
 from ..types import ComponentResult, Rollout, Status, content_hash
 from .asking import Outcomes, ask
 from .client import JudgeClient
@@ -371,9 +372,7 @@ class Judge:
                     if failed is not None:
                         run.usage.failed_replayed += 1
                         entry.wanted[c].resolve(ComponentResult.failed(
-                            Status.ERROR, f"{failed.error or 'judge call failed'} (recorded: "
-                            f"failed {failed.failures} times, not asked again; --refresh "
-                            f"asks again)"))
+                            Status.ERROR, failed.replayed_failure()))
                 mine = [c for c in criteria if keys[c] in claim.mine]
                 theirs = [c for c in criteria if keys[c] in claim.theirs]
                 if mine:

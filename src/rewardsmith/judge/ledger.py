@@ -33,8 +33,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from rewardsmith.store.sqlite_setup import (
+    connect,
+    ensure_schema,
+)
+
 from ..errors import StoreError
-from ..sqlite_setup import connect, ensure_schema
 
 __all__ = ["CallRecord", "Claim", "Ledger", "Owner", "Record", "pid_alive"]
 
@@ -130,6 +134,11 @@ class Record:
     updated_at: float | None = None
     call_id: str | None = None
     failures: int = 0
+
+    def replayed_failure(self) -> str:
+        """The error a run gives for a grade that failed too often to be asked again."""
+        return (f"{self.error or 'judge call failed'} (recorded: failed {self.failures} "
+                f"times, not asked again; --refresh asks again)")
 
 
 @dataclass
