@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from rewardsmith import Rollout, Rubric, ScoreJob
-from rewardsmith.rescore import rescore
-from rewardsmith.store import Store
+from rewardsmith.jobs.rescore import rescore
+from rewardsmith.store._model import Store
 
 GROUP = 16
 

@@ -2,7 +2,7 @@
 
 1. The step statistics (``rewardsmith.tracking.StepStats``, what ``--log-to`` collects as the
    scores stream out, a group at a time) against the run summary every ``score`` already
-   builds (``rewardsmith.summary.SummaryBuilder``), on the same scores in the same run: the
+   builds (``rewardsmith.jobs.summary.SummaryBuilder``), on the same scores in the same run: the
    ratio is the extra time ``--log-to`` adds to the run's own bookkeeping. The two must agree
    on the reward's mean and standard deviation and on the zero-variance groups.
 2. Each tracker, offline: seconds to open a run, log one step, and close, with the statistics
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rewardsmith.summary import SummaryBuilder
+from rewardsmith.jobs.summary import SummaryBuilder
 from rewardsmith.tracking import StepStats, open_tracker
 from rewardsmith.types import Score, Status
 

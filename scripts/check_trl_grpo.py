@@ -213,7 +213,7 @@ def run_grpo(funcs: Any, recorder: Recorder, tokenizer: Any, model: Any, dataset
 
 
 def check_calls(label: str, recorder: Recorder, names: list[str], steps: int) -> list[Check]:
-    from rewardsmith.integrations._shared import consecutive_groups, prompt_key
+    from rewardsmith.integrations.adapters import consecutive_groups, prompt_key
 
     checks: list[Check] = []
     calls = recorder.calls
@@ -314,7 +314,7 @@ def check_recompute(label: str, recorder: Recorder, rubric: Any, names: list[str
                     weights: list[float]) -> list[Check]:
     """Score the recorded completions with the rubric's own engine and compare."""
     from rewardsmith import Rollout, score_rollouts
-    from rewardsmith.integrations._shared import consecutive_groups, prompt_key
+    from rewardsmith.integrations.adapters import consecutive_groups, prompt_key
 
     firsts = [c for c in recorder.calls if c["func"] == names[0]]
     mismatches: list[str] = []

@@ -154,7 +154,7 @@ def valid_lengths(tokenizer: Any) -> list[int]:
 def expected(rubric_path: Path, grouped: bool) -> list[dict[str, float]]:
     """What rewardsmith itself gives for the same responses (groups: prompts, or singletons)."""
     from rewardsmith import Rollout, Rubric, score_rollouts
-    from rewardsmith.integrations._shared import accuracy, accuracy_component
+    from rewardsmith.integrations.adapters import accuracy, accuracy_component
     from rewardsmith.types import Status
 
     rubric = Rubric.from_yaml(rubric_path)

@@ -17,7 +17,7 @@ SUBPACKAGES: list[tuple[str, str, list[str], str]] = [
      "Exact GRPO-family advantages and the trainer emulation ([guide](../../advantages.md))."),
     ("judge.md", "Judges", ["rewardsmith.judge"],
      "LLM judges and reward models as rubric components ([guide](../../judge.md))."),
-    ("rescore.md", "Rescoring and diffs", ["rewardsmith.rescore", "rewardsmith.diff"],
+    ("rescore.md", "Rescoring and diffs", ["rewardsmith.jobs.rescore", "rewardsmith.analysis.diff"],
      "Rescore a stored run with a new rubric; compare two scorings "
      "([guide](../../rescoring.md))."),
     ("testing.md", "Testing rewards", ["rewardsmith.testing"],

@@ -13,9 +13,9 @@ from reference_text import RUBRIC_KEYS
 # (section id, title, "module:Model", what the section is). Every component kind a rubric
 # may use (``rewardsmith.rubric.register_component_kind``) must have its section here.
 RUBRIC_SECTIONS: list[tuple[str, str, str, str]] = [
-    ("rubric", "Top level", "rewardsmith.rubric:_RubricModel",
+    ("rubric", "Top level", "rewardsmith.rubric._model:_RubricModel",
      "The keys of the rubric file itself."),
-    ("component", "A component with `reward:`", "rewardsmith.rubric:_ComponentModel",
+    ("component", "A component with `reward:`", "rewardsmith.rubric._model:_ComponentModel",
      "`components.<name>` for a reward function (a built-in or your own)."),
     ("judge_component", "A component with `judge:`", "rewardsmith.judge:_JudgeComponentModel",
      "`components.<name>` for an LLM judge; each criterion becomes its own component "
@@ -79,9 +79,9 @@ def _bounds(field: Any) -> str:
 
 def _check_kinds() -> None:
     import rewardsmith.judge  # noqa: F401  (registers the judge and reward_model kinds)
-    from rewardsmith.rubric import _COMPONENT_KINDS
+    from rewardsmith.rubric._model import _COMPONENT_KINDS, _LAZY_KINDS
 
-    missing = sorted(set(_COMPONENT_KINDS) - set(KIND_SECTIONS))
+    missing = sorted((set(_COMPONENT_KINDS) | set(_LAZY_KINDS)) - set(KIND_SECTIONS))
     if missing:
         raise ValueError(f"component kind(s) {missing} have no section in "
                          "scripts/reference_models.py RUBRIC_SECTIONS / KIND_SECTIONS")

@@ -277,4 +277,23 @@ BUILTIN_PARAMS: dict[tuple[str, str], str] = {
     ("workspace_files", "write_tools"): "Tool name -> the argument holding the path, for "
     "reading the files from the calls (default: `write_file`, `create_file`, `edit_file`, "
     "`str_replace_editor` with `path`).",
+    ("verifier_script", "task"): "A Harbor-style task folder (`tests/test.sh`, `task.toml`); "
+    "default: the rollout's answer (a path, or an object with `task`), else `metadata.task`.",
+    ("verifier_script", "sandbox"): "`auto`: a container when the task has "
+    "`environment/Dockerfile` or `[environment] docker_image`, else `bubblewrap`; or name one.",
+    ("verifier_script", "environment"): "A virtualenv mounted read-only, its `bin` first on "
+    "the script's PATH (for `python -m pytest` and the like under bubblewrap).",
+    ("verifier_script", "time_limit"): "Seconds the script may run, at most; the task's "
+    "`[verifier] timeout_sec` when smaller. Past it: 0 with metric `timeout`.",
+    ("verifier_script", "memory_limit"): "MB for the script and everything it starts.",
+    ("verifier_script", "workspace_limit"): "MB of the private copy of the workspace; a larger "
+    "workspace is 0 with metric `workspace_too_large`.",
+    ("verifier_script", "reward_file"): "`auto` reads `reward.txt`, else `reward.json`, as "
+    "Harbor does; `txt` or `json` reads only the one file the task writes.",
+    ("verifier_script", "reward_range"): "`[low, high]`: a reward outside is 0 with metric "
+    "`out_of_range`; `null` accepts any number.",
+    ("verifier_script", "weights"): "Name -> weight for a `reward.json` without `reward`: the "
+    "weighted mean of its named numbers (a missing name counts 0).",
+    ("verifier_script", "image"): "The container image (container sandbox) when the task "
+    "names none.",
 }

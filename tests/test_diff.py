@@ -10,11 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from rewardsmith import InputError, Rollout, Score, Status
+from rewardsmith.analysis.diff import diff_files, diff_scores, spearman
 from rewardsmith.cli import app
-from rewardsmith.diff import diff_files, diff_scores, spearman
-from rewardsmith.io import write_scores
-from rewardsmith.store import Store
-from rewardsmith.tabular import write_rollouts_any, write_scores_any
+from rewardsmith.files.parquet import write_rollouts_any, write_scores_any
+from rewardsmith.files.scored import write_scores
+from rewardsmith.store._model import Store
 
 # (id, group, old reward, new reward, old advantage, new advantage)
 ROWS = [

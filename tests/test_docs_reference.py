@@ -78,7 +78,7 @@ def test_the_environment_scanner_finds_every_way_of_reading(reference_modules, t
 def test_every_rubric_key_is_on_the_rubric_page(reference_modules) -> None:
     reference_models = reference_modules[1]
     from rewardsmith.judge.config import JudgeConfig
-    from rewardsmith.rubric import _ComponentModel, _RubricModel
+    from rewardsmith.rubric._model import _ComponentModel, _RubricModel
 
     page = reference_models.rubric_page("", lambda text: text)
     for model in (_RubricModel, _ComponentModel, JudgeConfig):

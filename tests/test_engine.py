@@ -268,8 +268,8 @@ def test_rewards_reading_no_field_or_fields_in_any_order(workers: int) -> None:
 
 
 def test_columns_hold_each_field_as_a_reward_reads_it() -> None:
-    from rewardsmith.calling import ROW_FIELDS
     from rewardsmith.engine.programs import column_of
+    from rewardsmith.rubric.calling import ROW_FIELDS
 
     chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "chat text"}]
     items = [Rollout("a", "g1", "p", "plain", 1, {"k": 1}, True),

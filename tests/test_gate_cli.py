@@ -238,7 +238,7 @@ def test_exit_codes_from_a_real_process(runs: dict[str, Path]) -> None:
 def test_parquet_runs_are_accepted(runs: dict[str, Path], tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
     from rewardsmith.analysis import read_scored
-    from rewardsmith.tabular import write_scores_parquet
+    from rewardsmith.files.parquet import write_scores_parquet
 
     old = tmp_path / "old.parquet"
     write_scores_parquet(old, [item.score for item in read_scored(runs["old"])])

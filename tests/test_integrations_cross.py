@@ -26,7 +26,7 @@ import pytest
 import rewardsmith.integrations.openrlhf as openrlhf_module
 from rewardsmith import Rollout, Rubric
 from rewardsmith.integrations import close_engines
-from rewardsmith.integrations._shared import score_rollouts
+from rewardsmith.integrations.adapters import score_rollouts
 from rewardsmith.integrations.miles import custom_rm as miles_custom_rm
 from rewardsmith.integrations.slime import custom_rm as slime_custom_rm
 from rewardsmith.integrations.trl import trl_reward_funcs

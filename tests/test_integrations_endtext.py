@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rewardsmith import ConfigError
-from rewardsmith.endtext import (
+from rewardsmith.integrations.endtext import (
     DEFAULT_END_TEXTS,
     ENV_END_TEXTS,
     EndTexts,

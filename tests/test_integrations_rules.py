@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from rewardsmith import InputError, Rubric
-from rewardsmith.endtext import resolve_end_texts
 from rewardsmith.integrations import close_engines
-from rewardsmith.integrations._shared import RESERVED_LOG_KEYS, log_key
+from rewardsmith.integrations.adapters import RESERVED_LOG_KEYS, log_key
+from rewardsmith.integrations.endtext import resolve_end_texts
 from rewardsmith.integrations.openrlhf import reward_func
 from rewardsmith.integrations.slime import custom_rm, sample_state
 from rewardsmith.integrations.trl import _rollouts, trl_reward_funcs

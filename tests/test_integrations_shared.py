@@ -11,7 +11,7 @@ import pytest
 
 from rewardsmith import ConfigError, Rollout, Rubric
 from rewardsmith.integrations import close_engines, engine_for, rubric_for
-from rewardsmith.integrations._shared import consecutive_groups
+from rewardsmith.integrations.adapters import consecutive_groups
 
 
 @pytest.fixture(autouse=True)

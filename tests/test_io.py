@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rewardsmith import InputError, Score, Status, read_rollouts, read_scores, write_scores
-from rewardsmith.io import RolloutReader, rollout_from_dict
+from rewardsmith.files.rollouts import RolloutReader, rollout_from_dict
 
 
 def test_aliases_and_defaults() -> None:

@@ -14,7 +14,7 @@ import yaml
 from rewardsmith import Rollout, Rubric, ScoreJob, Status
 from rewardsmith.integrations import close_engines
 from rewardsmith.integrations.trl import trl_reward_funcs
-from rewardsmith.rescore import rescore
+from rewardsmith.jobs.rescore import rescore
 from support.openai_server import OpenAIServer
 
 MODEL = "judge-2024-01-01"

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rewardsmith import Rollout, Rubric, ScoreJob
-from rewardsmith.summary import money, position_bias_warnings
+from rewardsmith.jobs.summary import money, position_bias_warnings
 from support.openai_server import OpenAIServer
 
 MODEL = "judge-2024-01-01"

@@ -400,8 +400,8 @@ def test_page_size_does_not_grow_with_the_run(tmp_path: Path) -> None:
 
 def test_parquet_scored_file_gives_the_same_numbers(tmp_path: Path) -> None:
     pytest.importorskip("pyarrow")
-    from rewardsmith.io import read_scores
-    from rewardsmith.tabular import write_scores_parquet
+    from rewardsmith.files.parquet import write_scores_parquet
+    from rewardsmith.files.scored import read_scores
 
     scored = write_rows(tmp_path / "scored.jsonl", ROWS)
     parquet = tmp_path / "scored.parquet"

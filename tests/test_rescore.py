@@ -16,10 +16,10 @@ import pytest
 
 from rewardsmith import Rollout, Rubric, ScoreJob, Status, score_rollouts
 from rewardsmith.advantages import apply_advantages
-from rewardsmith.io import read_scores
-from rewardsmith.rescore import rescore
-from rewardsmith.store import Store
-from rewardsmith.tabular import read_scores_parquet
+from rewardsmith.files.parquet import read_scores_parquet
+from rewardsmith.files.scored import read_scores
+from rewardsmith.jobs.rescore import rescore
+from rewardsmith.store._model import Store
 
 HELPERS = Path(__file__).parent / "rescore_rewards.py"
 
@@ -166,7 +166,7 @@ def test_an_unknown_run_or_an_empty_store_is_a_clear_error(tmp_path: Path) -> No
 KILLABLE = textwrap.dedent("""
     import json, sys
     from rewardsmith import Rubric
-    from rewardsmith.rescore import rescore
+    from rewardsmith.jobs.rescore import rescore
     rescore(sys.argv[1], Rubric.from_dict(json.loads(sys.argv[2])), workers=0)
 """)
 

@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from rewardsmith import ConfigError, InputError, Rubric, ScoreJob
 from rewardsmith.cli import app
-from rewardsmith.io import read_scores
-from rewardsmith.recording import import_scores
-from rewardsmith.rescore import rescore
-from rewardsmith.store import Store
-from rewardsmith.tabular import read_scores_parquet, write_rollouts_parquet
+from rewardsmith.files.parquet import read_scores_parquet, write_rollouts_parquet
+from rewardsmith.files.scored import read_scores
+from rewardsmith.jobs.recording import import_scores
+from rewardsmith.jobs.rescore import rescore
+from rewardsmith.store._model import Store
 from test_rescore import base_rubric, calls, component, make_rollouts
 
 runner = CliRunner()

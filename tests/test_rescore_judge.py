@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rewardsmith import Rollout, Rubric, ScoreJob
-from rewardsmith.rescore import rescore
+from rewardsmith.jobs.rescore import rescore
 from support.openai_server import OpenAIServer
 
 MODEL = "judge-2024-01-01"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rewardsmith import Component, LoadError, Rubric, RubricError
-from rewardsmith.loading import load_reward, source_identity
+from rewardsmith.rubric.loading import load_reward, source_identity
 from rewardsmith.types import ComponentResult, Status
 
 FIXTURES = Path(__file__).parent / "fixtures" / "user_rewards.py"

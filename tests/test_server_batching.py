@@ -18,7 +18,7 @@ import pytest
 
 from rewardsmith import Rubric
 from rewardsmith.advantages import CONVENTIONS, compute_advantages
-from rewardsmith.io import rollout_from_dict
+from rewardsmith.files.rollouts import rollout_from_dict
 from rewardsmith.server import ServerConfig, ServerThread
 from rewardsmith.server._models import RolloutIn
 from rewardsmith.server._service import _plain_rollout, fill_advantages

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rewardsmith.errors import StoreError
-from rewardsmith.sqlite_setup import connect
+from rewardsmith.store.sqlite_setup import connect
 
 
 def _held(path: Path, seconds: float) -> threading.Thread:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from rewardsmith import ComponentResult, Rollout, Status, StoreError
-from rewardsmith.store import Store
-from rewardsmith.store_pending import block_keys, block_positions, pack_results, unpack_results
+from rewardsmith.store._blocks import block_keys, block_positions, pack_results, unpack_results
+from rewardsmith.store._model import Store
 
 
 def _rollouts(count: int) -> list[Rollout]:
@@ -84,7 +84,7 @@ def _snapshot(path: Path, run: str) -> tuple[object, ...]:
 
 
 def test_a_batch_is_found_in_its_run_as_a_stretch_or_rollout_by_rollout() -> None:
-    from rewardsmith.store import _positions_in_run
+    from rewardsmith.store._model import _positions_in_run
 
     run = _rollouts(10)
     run.append(run[3])  # the same object twice: the later position, as the mapping says
@@ -150,7 +150,7 @@ def test_a_killed_deferred_run_is_settled_and_reused_by_the_next_open(tmp_path: 
     script = textwrap.dedent(f"""
         import os
         from rewardsmith import Rollout
-        from rewardsmith.store import Store
+        from rewardsmith.store._model import Store
         rollouts = [Rollout(f"r{{i}}", "g", "p", f"c{{i}}") for i in range(10)]
         store = Store({str(path)!r})
         store.begin_run(rollouts, defer=True)
@@ -238,7 +238,7 @@ def test_a_background_recording_that_fails_is_reported(tmp_path: Path) -> None:
 def test_a_run_killed_before_its_rollouts_were_written_is_listed_and_refused_for_rescore(
         tmp_path: Path) -> None:
     from rewardsmith import Component, Rubric
-    from rewardsmith.rescore import rescore
+    from rewardsmith.jobs.rescore import rescore
 
     path = tmp_path / "s.db"
     with Store(path) as store:
@@ -437,7 +437,7 @@ def test_keys_made_while_another_process_writes_are_used_and_not_waited_for(
 def test_results_kept_by_position_are_found_by_later_runs_and_survive_settling(
         tmp_path: Path) -> None:
     from rewardsmith import Component, Engine, Rubric
-    from rewardsmith.rescore import rescore
+    from rewardsmith.jobs.rescore import rescore
 
     rollouts = _rollouts(300)
     rubric = Rubric([Component("n", "number"), Component("len", "length",
@@ -493,7 +493,7 @@ def test_a_score_job_recorded_by_the_helper_rescores_from_the_store(tmp_path: Pa
     import io
 
     from rewardsmith import Component, Rubric, ScoreJob
-    from rewardsmith.rescore import rescore
+    from rewardsmith.jobs.rescore import rescore
 
     rollouts = _rollouts(200)
     rubric = Rubric([Component("n", "number")])
@@ -511,7 +511,7 @@ def test_a_score_job_recorded_by_the_helper_rescores_from_the_store(tmp_path: Pa
 _KILLED_WHILE_RECORDING = """
 import multiprocessing, os, signal, sys, time
 from rewardsmith import Rollout, store_background
-from rewardsmith.store import Store
+from rewardsmith.store._model import Store
 store_background.MIN_ROLLOUTS = 1
 store_background._cores = lambda: 2
 rollouts = [Rollout(f"r{i}", f"g{i // 4}", "p", f"answer {i}", str(i)) for i in range(200)]

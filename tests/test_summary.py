@@ -7,7 +7,7 @@ import random
 import statistics
 
 from rewardsmith import Score, Status
-from rewardsmith.summary import SummaryBuilder
+from rewardsmith.jobs.summary import SummaryBuilder
 
 
 def _scores(count: int, seed: int = 3) -> list[Score]:

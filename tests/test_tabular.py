@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rewardsmith import ConfigError, InputError, Rollout, Score, Status
-from rewardsmith.io import score_line
-from rewardsmith.tabular import (
+from rewardsmith.files.parquet import (
     read_records,
     read_rollouts_any,
     read_scores_any,
@@ -20,6 +19,7 @@ from rewardsmith.tabular import (
     write_rollouts_any,
     write_scores_any,
 )
+from rewardsmith.files.scored import score_line
 
 ROLLOUTS = [
     Rollout("a", "g1", "What is 2+2?", "4 #### 4", "4"),

@@ -169,8 +169,8 @@ def test_log_to_options_observe_a_scoring_job_and_log_one_step(tmp_path: Path,
     import json
 
     from rewardsmith.cli.logging_opts import RunLogging
-    from rewardsmith.rubric import Rubric
-    from rewardsmith.scoring import ScoreJob
+    from rewardsmith.jobs.score import ScoreJob
+    from rewardsmith.rubric._model import Rubric
 
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_text("".join(json.dumps(

@@ -151,7 +151,7 @@ def test_scored_files_name_the_bad_line(tmp_path: Path) -> None:
 
 
 def test_parquet_scored_files(tmp_path: Path) -> None:
-    from rewardsmith.tabular import write_scores_parquet
+    from rewardsmith.files.parquet import write_scores_parquet
 
     path = tmp_path / "scored.parquet"
     write_scores_parquet(path, [Score.from_dict(item) for item in LINES])

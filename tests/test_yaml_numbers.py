@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from rewardsmith import Rubric
-from rewardsmith.yamlread import read_yaml
+from rewardsmith.rubric._strict_yaml import read_yaml
 
 
 @pytest.mark.parametrize(("text", "value"), [

@@ -12,9 +12,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_getattr
+from ._lazy import install_moved_modules, lazy_getattr
+
+install_moved_modules()
 
 if TYPE_CHECKING:
+    from rewardsmith.engine.columns import ScoreColumns
+    from rewardsmith.files.rollouts import read_rollouts, rollout_from_dict
+    from rewardsmith.files.scored import read_scores, write_scores
+    from rewardsmith.jobs.score import ScoreJob
+    from rewardsmith.jobs.summary import RunSummary
+    from rewardsmith.rubric import (
+        Component,
+        Rubric,
+    )
+    from rewardsmith.rubric.calling import group_reward
+    from rewardsmith.rubric.loading import load_reward
+    from rewardsmith.rubric.quantize import quantize
+
     from .advantages import (
         AdvantageReport,
         apply_advantages,
@@ -23,7 +38,6 @@ if TYPE_CHECKING:
         emulate_advantages,
     )
     from .analysis import DriftWatch, gate
-    from .calling import group_reward
     from .engine import Engine, score_rollouts
     from .errors import (
         AdvantageError,
@@ -37,16 +51,9 @@ if TYPE_CHECKING:
         RubricError,
         StoreError,
     )
-    from .io import read_rollouts, read_scores, rollout_from_dict, write_scores
     from .judge import Judge, JudgeConfig
-    from .loading import load_reward
     from .mathcheck import MathVerdict, math_equal, math_equal_async
-    from .quantize import quantize
     from .report import build_report
-    from .rubric import Component, Rubric
-    from .score_columns import ScoreColumns
-    from .scoring import ScoreJob
-    from .summary import RunSummary
     from .types import ComponentResult, Rollout, Score, Status
 
 _LAZY: dict[str, str] = {
@@ -69,10 +76,10 @@ _LAZY: dict[str, str] = {
     "Rollout": ".types",
     "Rubric": ".rubric",
     "RubricError": ".errors",
-    "RunSummary": ".summary",
+    "RunSummary": ".jobs.summary",
     "Score": ".types",
-    "ScoreColumns": ".score_columns",
-    "ScoreJob": ".scoring",
+    "ScoreColumns": ".engine.columns",
+    "ScoreJob": ".jobs.score",
     "Status": ".types",
     "StoreError": ".errors",
     "apply_advantages": ".advantages",
@@ -81,24 +88,20 @@ _LAZY: dict[str, str] = {
     "compute_advantages": ".advantages",
     "emulate_advantages": ".advantages",
     "gate": ".analysis",
-    "group_reward": ".calling",
-    "load_reward": ".loading",
+    "group_reward": ".rubric.calling",
+    "load_reward": ".rubric.loading",
     "math_equal": ".mathcheck",
     "math_equal_async": ".mathcheck",
-    "read_rollouts": ".io",
-    "read_scores": ".io",
-    "rollout_from_dict": ".io",
+    "quantize": ".rubric.quantize",
+    "read_rollouts": ".files.rollouts",
+    "read_scores": ".files.scored",
+    "rollout_from_dict": ".files.rollouts",
     "score_rollouts": ".engine",
-    "write_scores": ".io",
+    "write_scores": ".files.scored",
 }
 
 
 __getattr__ = lazy_getattr(__name__, _LAZY, globals())
-
-# Imported now: the function shares its module's name, and a later import of the module
-# ``rewardsmith.quantize`` would otherwise leave the module where the function belongs.
-from .quantize import quantize  # noqa: E402
-
 
 def __dir__() -> list[str]:
     return sorted(__all__)

@@ -23,9 +23,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from rewardsmith.workers import (
+    CallTimeout,
+    WorkerPool,
+    default_worker_count,
+)
+
 from .errors import ConfigError
 from .rewards.mathanswer.check import ERROR, OK, UNDECIDED, Verdict, check
-from .workers import CallTimeout, WorkerPool, default_worker_count
 
 __all__ = ["MathVerdict", "math_equal", "math_equal_async"]
 

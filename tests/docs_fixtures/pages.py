@@ -77,7 +77,7 @@ driver_env = flyte.TaskEnvironment(name="driver")
 
 TRACKED_NAMES = """\
 from rewardsmith import Rubric
-from rewardsmith.scoring import ScoreJob
+from rewardsmith.jobs.score import ScoreJob
 
 _result = ScoreJob(Rubric.from_yaml("rubric.yaml"), workers=0).run("rollouts.jsonl")
 summary, scores = _result.summary, _result.scores

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from rewardsmith import InputError
-from rewardsmith.io import read_rollouts, read_scores
-from rewardsmith.tabular import read_rollouts_any, write_rollouts_parquet
+from rewardsmith.files.parquet import read_rollouts_any, write_rollouts_parquet
+from rewardsmith.files.rollouts import read_rollouts
+from rewardsmith.files.scored import read_scores
 from rewardsmith.testing.cases import load_cases
 from rewardsmith.types import Rollout
 

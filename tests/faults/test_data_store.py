@@ -23,8 +23,8 @@ import pytest
 from rewardsmith import Rollout, Rubric, ScoreJob, StoreError
 from rewardsmith.judge.ledger import SCHEMA_VERSION as LEDGER_SCHEMA_VERSION
 from rewardsmith.judge.ledger import Ledger
-from rewardsmith.status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of, status_of
-from rewardsmith.store import SCHEMA_VERSION, Store
+from rewardsmith.store._model import SCHEMA_VERSION, Store
+from rewardsmith.store.status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of, status_of
 from rewardsmith.types import ComponentResult, Status
 
 CLI = [sys.executable, "-m", "rewardsmith"]

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from rewardsmith import Component, Engine, Rollout, Rubric, Status
-from rewardsmith.proctree import descendants
-from rewardsmith.scoring import ScoreJob
-from rewardsmith.store import Store
-from rewardsmith.store_background import MIN_ROLLOUTS, helper_fits
+from rewardsmith.jobs.score import ScoreJob
+from rewardsmith.store._background import MIN_ROLLOUTS, helper_fits
+from rewardsmith.store._model import Store
+from rewardsmith.workers._proctree import descendants
 
 REWARDS = Path(__file__).parent / "fixtures" / "long_run_rewards.py"
 

@@ -21,8 +21,8 @@ import pytest
 
 import rewardsmith
 from rewardsmith import Rubric
-from rewardsmith.code_identity import changed_code, code_identity
-from rewardsmith.loading import load_reward
+from rewardsmith.rubric.code_identity import changed_code, code_identity
+from rewardsmith.rubric.loading import load_reward
 
 CLI = [sys.executable, "-m", "rewardsmith"]
 
@@ -217,8 +217,8 @@ def test_a_copied_install_has_the_same_identities(tmp_path: Path) -> None:
     """Names in the fingerprint are paths inside the package: the same code elsewhere on disk
     is the same code, so its stored results stay in use."""
     install = copy_of_the_package(tmp_path)
-    code = ("import json; from rewardsmith.loading import load_reward; "
-            "from rewardsmith.code_identity import code_identity; "
+    code = ("import json; from rewardsmith.rubric.loading import load_reward; "
+            "from rewardsmith.rubric.code_identity import code_identity; "
             "print(json.dumps({n: code_identity(load_reward(n).func).digest "
             "for n in ('gsm8k', 'math', 'code', 'ifeval', 'boxed_number')}))")
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
@@ -310,8 +310,8 @@ def test_an_evaluators_identity_is_what_it_was_unless_a_version_is_given() -> No
 
 
 def test_reasons_for_old_runs_new_components_and_missing_results() -> None:
-    from rewardsmith.recording import component_records
-    from rewardsmith.reuse_reasons import reuse_reason
+    from rewardsmith.jobs.recording import component_records
+    from rewardsmith.rubric.reuse_reasons import reuse_reason
 
     rubric = Rubric.from_dict({"components": {"fmt": {"reward": "marker",
                                                        "params": {"marker": "####"}}}})

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from rewardsmith.io import MixedGroups, read_rollouts
-from rewardsmith.tabular import read_rollouts_any
+from rewardsmith.files.parquet import read_rollouts_any
+from rewardsmith.files.rollouts import MixedGroups, read_rollouts
 
 CLI = [sys.executable, "-m", "rewardsmith"]
 

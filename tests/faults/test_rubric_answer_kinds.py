@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rewardsmith import Engine, Rollout, Rubric
-from rewardsmith.rubric import Component
+from rewardsmith.rubric._model import Component
 from rewardsmith.types import Status
 
 ANSWER_BUILTINS = ["gsm8k", "number", "exact", "normalized", "f1", "choice"]

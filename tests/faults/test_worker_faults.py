@@ -22,7 +22,7 @@ import pytest
 
 from rewardsmith import Component, Engine, Rollout, Rubric, Status
 from rewardsmith.errors import LoadError, SystematicFailure
-from rewardsmith.proctree import descendants
+from rewardsmith.workers._proctree import descendants
 
 FAULTY = Path(__file__).parent / "fixtures" / "faulty_rewards.py"
 

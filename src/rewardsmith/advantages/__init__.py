@@ -8,7 +8,14 @@ the same rewards; ``check_advantages`` reports broken groups (``rewardsmith adva
 
 from __future__ import annotations
 
-from ..quantize import DEFAULT_STEP, check_step, is_float32_exact_grid, quantize, suggest_step
+from rewardsmith.rubric.quantize import (
+    DEFAULT_STEP,
+    check_step,
+    is_float32_exact_grid,
+    quantize,
+    suggest_step,
+)
+
 from .core import (
     CONVENTIONS,
     DTYPES,

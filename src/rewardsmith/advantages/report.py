@@ -15,8 +15,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from rewardsmith.rubric.quantize import (
+    is_float32_exact_grid,
+    suggest_step,
+)
+
 from ..errors import ConfigError
-from ..quantize import is_float32_exact_grid, suggest_step
 from .core import _reward_vector, encode_groups
 from .trainers import emulate_array, get_trainer
 

@@ -26,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from rewardsmith.files.parquet import is_parquet
+
 from ..errors import ConfigError, InputError
 from ..files import read_jsonl
-from ..tabular import is_parquet
 from ..types import Rollout, Score
 from .drift_stats import Agreement, Shares, agreement, variance_shares, zero_variance
 from .scored_input import read_scored
@@ -338,7 +339,7 @@ def drift_files(paths: Sequence[str | Path], *, rollouts: Sequence[str | Path] |
     """Run the watch over scored files in training order: one file per step, or files whose
     lines carry a ``step`` (split by it). Files without ``step`` are numbered 1, 2, ... in the
     order given. ``rollouts``: one rollouts file per scored file, for the lengths."""
-    from ..tabular import read_rollouts_any
+    from rewardsmith.files.parquet import read_rollouts_any
 
     if not paths:
         raise ConfigError("give at least one scored file")

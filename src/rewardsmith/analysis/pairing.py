@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from rewardsmith.files.scored import scores_by_id
+
 from ..errors import ConfigError, InputError
-from ..io import scores_by_id
 from ..types import Score
 
 __all__ = ["PAIR_BY", "PairBy", "Pairing", "examples", "pair_scores"]

@@ -15,10 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rewardsmith._system.gcpause import gc_paused
+from rewardsmith.files.parquet import (
+    is_parquet,
+    read_scores_parquet,
+)
+
 from ..errors import InputError
 from ..files import read_json_objects
-from ..gcpause import gc_paused
-from ..tabular import is_parquet, read_scores_parquet
 from ..types import Score, Status
 
 __all__ = ["ScoredLine", "read_scored"]

@@ -9,6 +9,7 @@ from . import diff_cmd as _diff_cmd  # noqa: F401
 from . import drift_cmd as _drift_cmd  # noqa: F401
 from . import gate_cmd as _gate_cmd  # noqa: F401
 from . import judge_eval_cmd as _judge_eval_cmd  # noqa: F401
+from . import judge_serve_cmd as _judge_serve_cmd  # noqa: F401
 from . import list_cmd as _list_cmd  # noqa: F401
 from . import log_cmd as _log_cmd  # noqa: F401
 from . import report_cmd as _report_cmd  # noqa: F401

@@ -50,7 +50,7 @@ def read_scored_rewards(path: str | Path) -> tuple[list[float | None], list[str]
     rewards: list[float | None] = []
     groups: list[str] = []
     ids: list[str] = []
-    from ..io import read_json_objects
+    from rewardsmith.files.rollouts import read_json_objects
 
     for number, data in read_json_objects(path):
         for key in ("group", "reward"):

@@ -11,7 +11,7 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..diff import DiffReport
+    from rewardsmith.analysis.diff import DiffReport
 from ._app import app, console, fail, handle_errors
 
 
@@ -90,7 +90,7 @@ def diff_command(
         raise fail("give either --rollouts or --store, not both")
     if store is not None and not store.is_file():
         raise fail(f"no store at {str(store)!r}")
-    from ..diff import diff_files
+    from rewardsmith.analysis.diff import diff_files
 
     report = diff_files(old, new, top=top, rollouts=rollouts, store=store, run=run)
     if as_json:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..summary import RunSummary
+from rewardsmith.jobs.summary import RunSummary
 
 __all__ = ["ErrorRateCheck"]
 

@@ -34,9 +34,10 @@ def judge_eval(
 
     Example: rewardsmith judge-eval labeled.jsonl --rubric rubric.yaml --json
     """
+    from rewardsmith.rubric import Rubric
+
     from ..engine import Engine  # imported when used: it starts nothing until scoring
     from ..judge.evaluation import eval_report, judged_components, read_cases
-    from ..rubric import Rubric
 
     chosen = Rubric.from_yaml(rubric)
     judged = judged_components(chosen)

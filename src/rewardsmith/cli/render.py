@@ -6,7 +6,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ..summary import ComponentStats, RunSummary, money, position_bias_warnings
+from rewardsmith.jobs.summary import (
+    ComponentStats,
+    RunSummary,
+    money,
+    position_bias_warnings,
+)
 
 __all__ = ["render_summary"]
 

@@ -27,7 +27,10 @@ from .streams import results_on_stdout, write_json
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..rescore import RescorePlan, RescoreResult
+    from rewardsmith.jobs.rescore import (
+        RescorePlan,
+        RescoreResult,
+    )
 
 STORE_HELP = "The store file (SQLite) written by 'rewardsmith score --store'."
 
@@ -103,11 +106,12 @@ def rescore_command(
         raise fail(f"--advantage {advantage!r}: choose grpo, dr_grpo or rloo")
     if output is None and not dry_run:
         raise fail("missing --output (a .jsonl or .parquet path, or '-'), or use --dry-run")
+    from rewardsmith.jobs.rescore import rescore
+    from rewardsmith.rubric import Rubric
+    from rewardsmith.store import Store
+    from rewardsmith.store.sqlite_setup import read_only_reason
+
     from ..files.paths import refuse_output_over_input
-    from ..rescore import rescore
-    from ..rubric import Rubric
-    from ..sqlite_setup import read_only_reason
-    from ..store import Store
     from .gate import ErrorRateCheck
 
     refuse_output_over_input(output, [("the store", store), ("the rubric", rubric)])
@@ -173,14 +177,14 @@ def runs_command(
     """
     from rich.table import Table
 
-    from ..store import Store
+    from rewardsmith.store import Store
 
     plan = None
     with Store(_existing_store(store), read_only=True) as opened:
         runs = opened.runs()
         if rubric is not None:
-            from ..rescore import rescore
-            from ..rubric import Rubric
+            from rewardsmith.jobs.rescore import rescore
+            from rewardsmith.rubric import Rubric
 
             plan = rescore(opened, Rubric.from_yaml(rubric), run=run, dry_run=True).plan
     if as_json:
@@ -222,10 +226,11 @@ def import_scores_command(
     """
     from rich.table import Table
 
+    from rewardsmith.jobs.recording import import_scores
+    from rewardsmith.rubric import Rubric
+    from rewardsmith.store.sqlite_setup import read_only_reason
+
     from ..files.paths import refuse_output_over_input
-    from ..recording import import_scores
-    from ..rubric import Rubric
-    from ..sqlite_setup import read_only_reason
 
     refuse_output_over_input(store, [("the scored file", scored), ("the rubric", rubric),
                                      ("the rollouts file", rollouts)])

@@ -27,8 +27,12 @@ from .streams import results_on_stdout, write_json
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from ..rubric import Rubric
-    from ..scoring import ScoreJob, ScoreResult
+    from rewardsmith.jobs.score import (
+        ScoreJob,
+        ScoreResult,
+    )
+    from rewardsmith.rubric import Rubric
+
     from ..types import Rollout
 
 # The store's default name, repeated here so that `--help` does not import the store; a test
@@ -38,7 +42,7 @@ DEFAULT_STORE_PATH = "rewardsmith.db"
 
 def load_rubric(rubric: Path | None, reward: str | None, params: list[str] | None) -> Rubric:
     """The rubric named on the command line: a YAML file, or one reward by name."""
-    from ..rubric import Rubric
+    from rewardsmith.rubric import Rubric
 
     if rubric is not None and reward is not None:
         raise fail("give either --rubric or --reward, not both")
@@ -178,11 +182,15 @@ def score(
     elif answer is not None or prompt is not None:
         raise fail("--answer and --prompt go with --completion (a file's rollouts carry their "
                    "own)")
+    from rewardsmith.files.parquet import (
+        is_parquet,
+        write_scores_any,
+    )
+    from rewardsmith.jobs.score import ScoreJob
+    from rewardsmith.store.sqlite_setup import read_only_reason
+
     from ..files.atomic import atomic_text
     from ..files.paths import refuse_output_over_input
-    from ..scoring import ScoreJob
-    from ..sqlite_setup import read_only_reason
-    from ..tabular import is_parquet, write_scores_any
     from .gate import ErrorRateCheck
 
     if on_bad_line not in ("fail", "skip"):
@@ -304,9 +312,10 @@ def demo(
 
     Example: rewardsmith demo -o demo-scored.jsonl
     """
+    from rewardsmith.jobs.score import ScoreJob
+    from rewardsmith.rubric import Rubric
+
     from ..files.atomic import atomic_text
-    from ..rubric import Rubric
-    from ..scoring import ScoreJob
     from .render import render_summary
 
     data = resources.files("rewardsmith") / "data"

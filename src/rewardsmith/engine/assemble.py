@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from rewardsmith.engine.columns import ScoreColumns
+from rewardsmith.rubric import Rubric
+from rewardsmith.workers import BatchResult
+
 from ..errors import SystematicFailure
-from ..rubric import Rubric
-from ..score_columns import ScoreColumns
 from ..types import ComponentResult, Rollout, Score, Status
-from ..workers import BatchResult
 from .cells import Cell, as_result, expand, failure_result, floats_only
 from .plan import CallPlan
 from .timing import split_timing

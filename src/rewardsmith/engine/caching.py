@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, cast, runtime_checkable
 
-from ..rubric import Component
+from rewardsmith.rubric import Component
+
 from ..types import ComponentResult, Rollout, Status
 from .cells import Cell, as_result
 

@@ -8,11 +8,14 @@ import time
 from collections.abc import Iterable
 from typing import Any, cast
 
-from ..calling import to_component_result
-from ..status_codes import STATUS_CODES, code_of
+from rewardsmith.rubric.calling import to_component_result
+from rewardsmith.store.status_codes import (
+    STATUS_CODES,
+    code_of,
+)
+from rewardsmith.workers import BatchResult, LateResult
+
 from ..types import ComponentResult, Rollout, Status
-from ..worker_process import LateResult
-from ..workers import BatchResult
 
 __all__ = ["Cell", "Compact", "RolloutTuple", "as_result", "as_tuple", "check_in_time",
            "compact", "expand", "failure_result", "floats_only", "group_results", "read_value",

@@ -18,13 +18,27 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, It
 from concurrent.futures import Future
 from typing import Any, Protocol, runtime_checkable
 
-from ..calling import make_binder, to_component_result
-from ..gcpause import gc_paused
-from ..isolation import guard_process, restore_streams, saved_streams
-from ..rubric import Component, Rubric
-from ..score_columns import ScoreColumns
+from rewardsmith._system.gcpause import gc_paused
+from rewardsmith._system.isolation import (
+    guard_process,
+    restore_streams,
+    saved_streams,
+)
+from rewardsmith.engine.columns import ScoreColumns
+from rewardsmith.rubric import (
+    Component,
+    Rubric,
+)
+from rewardsmith.rubric.calling import (
+    make_binder,
+    to_component_result,
+)
+from rewardsmith.workers import (
+    default_worker_count,
+    format_exception,
+)
+
 from ..types import ComponentResult, Rollout, Score, Status
-from ..workers import default_worker_count, format_exception
 from .assemble import SystematicWatch, combine, store_plan
 from .caching import Cached, ResultCache, look_up, record
 from .cells import Cell, as_tuple, floats_only, store_columns

@@ -19,9 +19,17 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Protocol
 
+from rewardsmith.workers import (
+    ERROR,
+    TIMEOUT,
+    BatchResult,
+    LateResult,
+    Outcome,
+    WorkerPool,
+    format_exception,
+)
+
 from ..errors import ConfigError
-from ..worker_process import TIMEOUT, LateResult
-from ..workers import ERROR, BatchResult, Outcome, WorkerPool, format_exception
 from .backends import BACKEND_ENV, BACKENDS, RAY_ADDRESS_ENV
 
 __all__ = ["BACKENDS", "Executor", "InlineExecutor", "backend_from_env", "make_executor"]

@@ -12,7 +12,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from ..rubric import Component, Rubric
+from rewardsmith.rubric import (
+    Component,
+    Rubric,
+)
+
 from ..types import ComponentResult, Status
 from .cells import Cell
 from .onloop import LoopRewards

@@ -9,11 +9,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..calling import make_binder, make_group_binder, to_component_result
-from ..deadline import await_within
-from ..rubric import Component, Rubric
+from rewardsmith._system.deadline import await_within
+from rewardsmith.rubric import (
+    Component,
+    Rubric,
+)
+from rewardsmith.rubric.calling import (
+    make_binder,
+    make_group_binder,
+    to_component_result,
+)
+from rewardsmith.workers import format_exception
+
 from ..types import ComponentResult, Rollout, Status
-from ..workers import format_exception
 from .cells import Cell, group_results
 from .plan import Batch, split
 from .timing import timed_async, timed_async_group, with_time

@@ -7,7 +7,8 @@ import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from ..rubric import Component
+from rewardsmith.rubric import Component
+
 from ..types import Rollout
 from .cells import Cell, as_tuple
 

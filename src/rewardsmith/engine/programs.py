@@ -14,7 +14,11 @@ from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
-from ..calling import (
+from rewardsmith.rubric import (
+    DEFAULT_TIMEOUT,
+    Component,
+)
+from rewardsmith.rubric.calling import (
     ROW_FIELDS,
     make_binder,
     make_group_binder,
@@ -23,8 +27,8 @@ from ..calling import (
     row_positions,
     to_component_result,
 )
-from ..loading import load_reward
-from ..rubric import DEFAULT_TIMEOUT, Component
+from rewardsmith.rubric.loading import load_reward
+
 from ..types import Rollout, message_text
 from .cells import check_in_time, compact, group_results, read_value
 from .timing import timed, timed_async, timed_async_group, timed_group

@@ -21,8 +21,13 @@ from typing import Any
 
 import cloudpickle
 
+from rewardsmith.workers import (
+    BatchResult,
+    WorkerPool,
+    format_exception,
+)
+
 from ..errors import LoadError
-from ..workers import BatchResult, WorkerPool, format_exception
 
 __all__ = ["RayExecutor"]
 

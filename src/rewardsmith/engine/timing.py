@@ -13,7 +13,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..calling import to_component_result
+from rewardsmith.rubric.calling import to_component_result
+
 from ..types import TIME_METRIC, ComponentResult
 from .cells import group_results
 

@@ -1,5 +1,5 @@
 """Files in and out: the one JSONL reader, atomic replacement of outputs, output-over-input
-checks. Parquet lives in ``rewardsmith.tabular``."""
+checks. Parquet lives in ``rewardsmith.files.parquet``."""
 
 from __future__ import annotations
 

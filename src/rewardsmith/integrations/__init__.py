@@ -12,7 +12,7 @@ OpenRLHF           ``--reward.remote_url`` the file of ``rewardsmith.integration
 
 None of them imports its trainer. The rubric comes from the adapter's argument, the
 environment variable ``REWARDSMITH_RUBRIC``, or a sample's own ``rubric``. Every adapter cuts
-end-of-turn texts from the completion's end (``rewardsmith.endtext``) and logs a component named
+end-of-turn texts from the completion's end (``rewardsmith.integrations.endtext``) and logs a component named
 like a trainer's own key as ``component_<name>``, so one rubric gives the same reward and the
 same logged values in every trainer.
 
@@ -23,7 +23,7 @@ Each scoring call an adapter makes can also be one step of a W&B, MLflow or Tens
 
 from __future__ import annotations
 
-from ._shared import ENV_RUBRIC, ENV_WORKERS, close_engines, engine_for, rubric_for
+from .adapters import ENV_RUBRIC, ENV_WORKERS, close_engines, engine_for, rubric_for
 from .openrlhf import reward_func as openrlhf_reward_func
 from .slime import custom_rm as slime_custom_rm
 from .trl import RewardFuncs, trl_reward_funcs

@@ -58,12 +58,12 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from rewardsmith.engine import Engine
 from rewardsmith.errors import ConfigError
-from rewardsmith.recording import start_recording
+from rewardsmith.jobs.recording import start_recording
 from rewardsmith.rubric import Rubric
 from rewardsmith.store import Store
 from rewardsmith.types import ComponentResult, Rollout, Score, Status
 
-from ._shared import RubricSpec, rubric_for
+from .adapters import RubricSpec, rubric_for
 
 __all__ = ["AfterScoring", "RewardResult", "RewardTask", "RewardTaskResolver", "record_run",
            "reward_task", "task_name_for"]

@@ -7,7 +7,7 @@ sample, lists of length 1; older versions: once per batch)::
     reward_func(queries, prompts, labels)
 
 where each query is the prompt followed by the response, decoded with special tokens kept (so it
-ends with the end-of-sequence text, which is cut off before grading: ``rewardsmith.endtext``,
+ends with the end-of-sequence text, which is cut off before grading: ``rewardsmith.integrations.endtext``,
 ``end_texts=`` or ``REWARDSMITH_END_TEXTS``). Given an URL, it posts
 ``{"query": [...], "prompts": [...], "labels": [...]}`` there (``rewardsmith serve`` answers on
 ``/get_reward``). Both answer ``{"rewards": ..., "scores": ..., "extra_logs": {...}}``:
@@ -31,10 +31,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-# Absolute imports: OpenRLHF loads this file by path, outside its package.
-from rewardsmith.endtext import EndTexts, resolve_end_texts
 from rewardsmith.errors import InputError
-from rewardsmith.integrations._shared import (
+from rewardsmith.integrations.adapters import (
     RubricSpec,
     Scored,
     accuracy,
@@ -45,6 +43,9 @@ from rewardsmith.integrations._shared import (
     log_key,
     score_rollouts,
 )
+
+# Absolute imports: OpenRLHF loads this file by path, outside its package.
+from rewardsmith.integrations.endtext import EndTexts, resolve_end_texts
 from rewardsmith.rubric import Rubric
 from rewardsmith.types import Rollout
 

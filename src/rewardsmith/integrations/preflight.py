@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rewardsmith.errors import RewardsmithError
-from rewardsmith.integrations._shared import ENV_RUBRIC, rubric_for
+from rewardsmith.integrations.adapters import ENV_RUBRIC, rubric_for
 
 __all__ = ["EnvReport", "Finding", "check_environment", "check_in_ray"]
 

@@ -10,7 +10,7 @@ A sample has ``prompt`` (text or chat messages), ``response``, ``label``, ``meta
 None) and ``status``: ``TRUNCATED`` marks the rollout truncated; ``ABORTED`` and ``FAILED`` (a
 tool call or an external API failed during generation: the response may be partial) mask it
 without scoring. End-of-turn texts are cut from the response's end (slime keeps the stop text
-there; see ``rewardsmith.endtext`` and ``REWARDSMITH_END_TEXTS``).
+there; see ``rewardsmith.integrations.endtext`` and ``REWARDSMITH_END_TEXTS``).
 
 The return value is a float, or, when ``args.reward_key`` is set (``--reward-key``), a dict with
 that key (and ``args.eval_reward_key``, if set) holding the reward, plus ``masked``, ``acc`` and one
@@ -30,9 +30,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rewardsmith.endtext import EndTexts, resolve_end_texts
 from rewardsmith.errors import ConfigError, InputError
-from rewardsmith.integrations._shared import (
+from rewardsmith.integrations.adapters import (
     Scored,
     accuracy,
     accuracy_component,
@@ -44,6 +43,7 @@ from rewardsmith.integrations._shared import (
     rubric_for,
     text_or_messages,
 )
+from rewardsmith.integrations.endtext import EndTexts, resolve_end_texts
 from rewardsmith.types import Rollout
 
 __all__ = ["ENV_MASKED_REWARD", "MASKED_STATES", "custom_rm", "masked_reward", "sample_state"]

@@ -27,7 +27,7 @@ runs of identical consecutive prompts in the batch: TRL puts the ``num_generatio
 a prompt next to each other. With several processes a group can be split between them; a batch
 whose first or last group is shorter than ``num_generations`` warns once (a group reward then sees
 part of the group). End-of-turn texts are cut from the completions' ends
-(``rewardsmith.endtext``; ``end_texts=``).
+(``rewardsmith.integrations.endtext``; ``end_texts=``).
 
 ``GRPOConfig(multi_objective_aggregation="normalize_then_sum")`` normalizes each reward function
 over its group before weighting: with one function per component that changes what is trained
@@ -43,9 +43,8 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from rewardsmith.endtext import EndTexts, resolve_end_texts
 from rewardsmith.errors import ConfigError, InputError
-from rewardsmith.integrations._shared import (
+from rewardsmith.integrations.adapters import (
     RubricSpec,
     Scored,
     completion_of,
@@ -56,6 +55,7 @@ from rewardsmith.integrations._shared import (
     score_rollouts,
     text_or_messages,
 )
+from rewardsmith.integrations.endtext import EndTexts, resolve_end_texts
 from rewardsmith.rubric import Rubric
 from rewardsmith.tracking.base import Tracker
 from rewardsmith.types import Rollout
@@ -257,7 +257,7 @@ def trl_reward_funcs(rubric: RubricSpec | None = None, *, per_component: bool = 
 
     A masked sample gets None from every function. The batch is scored once, by the first
     function TRL calls; the others reuse the scores. ``end_texts``: the end-of-turn texts cut from
-    completions (default: ``REWARDSMITH_END_TEXTS`` or ``rewardsmith.endtext.DEFAULT_END_TEXTS``).
+    completions (default: ``REWARDSMITH_END_TEXTS`` or ``rewardsmith.integrations.endtext.DEFAULT_END_TEXTS``).
     ``tracker``: a ``rewardsmith.tracking`` tracker that gets each scored batch as one step
     (per-component statistics, statuses, zero-variance groups, judge cost); it is not closed
     here.

@@ -26,7 +26,7 @@ The rubric is ``reward_kwargs.rubric``
 (``+reward.custom_reward_function.reward_kwargs.rubric=...``), else ``REWARDSMITH_RUBRIC``;
 ``extra_info["rubric"]`` overrides both for one sample. The prompt is
 ``extra_info["question"]`` or ``extra_info["prompt"]`` when present. ``reward_kwargs.end_texts``
-(a list) sets the end-of-turn texts cut from the response's end (``rewardsmith.endtext``).
+(a list) sets the end-of-turn texts cut from the response's end (``rewardsmith.integrations.endtext``).
 
 Groups: in the batch form, a run of consecutive samples of the same prompt is one group, the
 prompt being known by ``extra_info["index"]``, else by ``extra_info["question"]`` or
@@ -42,10 +42,8 @@ import warnings
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-# Absolute imports: verl may load this file by path, outside its package.
-from rewardsmith.endtext import EndTexts, resolve_end_texts
 from rewardsmith.errors import ConfigError, InputError
-from rewardsmith.integrations._shared import (
+from rewardsmith.integrations.adapters import (
     RubricSpec,
     Scored,
     accuracy,
@@ -56,6 +54,9 @@ from rewardsmith.integrations._shared import (
     log_key,
     score_rollouts,
 )
+
+# Absolute imports: verl may load this file by path, outside its package.
+from rewardsmith.integrations.endtext import EndTexts, resolve_end_texts
 from rewardsmith.rubric import Rubric
 from rewardsmith.types import Rollout, Status, content_hash
 

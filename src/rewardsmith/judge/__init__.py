@@ -28,8 +28,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rewardsmith.rubric import (
+    Component,
+    Rubric,
+    register_component_kind,
+)
+
 from ..errors import ConfigError, RubricError
-from ..rubric import Component, Rubric, register_component_kind
 from .components import CriterionEvaluator
 from .config import DEFAULT_STORE, Budget, Criterion, JudgeConfig, config_error_message
 from .evaluator import Judge

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rewardsmith.files.rollouts import rollout_from_dict
+from rewardsmith.rubric import Rubric
+
 from ..errors import ConfigError, InputError
 from ..files.jsonl import read_json_objects
-from ..io import rollout_from_dict
-from ..rubric import Rubric
 from ..types import Rollout, Score, Status
 from .agreement import agreement, pair_order_agreement
 from .components import CriterionEvaluator

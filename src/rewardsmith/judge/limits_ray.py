@@ -28,8 +28,9 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewardsmith._system.process_identity import ProcessIdentity
+
 from ..errors import JudgeError
-from ..process_identity import ProcessIdentity
 from .limits import FULL, LimitSettings, bucket_reserve
 
 __all__ = ["ACTOR_NAME", "HEARTBEAT", "LEASE", "LimiterActor", "RayLimits"]

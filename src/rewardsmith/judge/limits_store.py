@@ -30,9 +30,13 @@ import uuid
 from collections.abc import Callable
 from typing import TypeVar
 
+from rewardsmith._system.process_identity import ProcessIdentity
+from rewardsmith.store.sqlite_setup import (
+    connect,
+    ensure_schema,
+)
+
 from ..errors import StoreError
-from ..process_identity import ProcessIdentity
-from ..sqlite_setup import connect, ensure_schema
 from .limits import FULL, LimitSettings, bucket_reserve
 
 __all__ = ["HEARTBEAT", "LEASE", "StoreLimits"]

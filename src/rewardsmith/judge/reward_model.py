@@ -31,8 +31,12 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rewardsmith.rubric import (
+    Component,
+    register_component_kind,
+)
+
 from ..errors import ConfigError, JudgeError, RewardsmithError, RubricError
-from ..rubric import Component, register_component_kind
 from ..types import ComponentResult, Rollout, Status, content_hash
 from .client import _error_text, _model_ids, _retry_after, _transport_reason
 from .config import DEFAULT_STORE, Budget, LimitScope, config_error_message

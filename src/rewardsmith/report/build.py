@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from rewardsmith.jobs.summary import position_bias_warnings
+
 from ..errors import ConfigError
 from ..files import atomic_text, refuse_output_over_input
-from ..summary import position_bias_warnings
 from .analysis import (
     advantage_stats,
     distribution,

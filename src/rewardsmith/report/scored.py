@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from rewardsmith._system.gcpause import gc_paused
+
 from ..errors import InputError
 from ..files import read_json_objects
-from ..gcpause import gc_paused
 from ..types import Status
 
 __all__ = ["STATUSES", "ScoredColumns", "read_scored"]
@@ -138,7 +139,7 @@ def read_scored(path: str | Path) -> ScoredColumns:
     object, lacks ``id`` or ``group``, has a value of the wrong type, or repeats an ``id``;
     and the file when it holds no line at all.
     """
-    from ..tabular import is_parquet
+    from rewardsmith.files.parquet import is_parquet
 
     if is_parquet(path):
         return _from_parquet(path)
@@ -251,7 +252,7 @@ def _read_jsonl(path: str | Path) -> ScoredColumns:
 
 
 def _from_parquet(path: str | Path) -> ScoredColumns:
-    from ..tabular import read_scores_parquet
+    from rewardsmith.files.parquet import read_scores_parquet
 
     scores = read_scores_parquet(path)
     if not scores:

@@ -13,9 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from rewardsmith.store import (
+    RunInfo,
+    Store,
+)
+from rewardsmith.store.sqlite_setup import connect
+
 from ..errors import StoreError
-from ..sqlite_setup import connect
-from ..store import RunInfo, Store
 from ..types import Rollout
 from .analysis import nearest_rank
 from .scored import ScoredColumns
@@ -135,7 +139,7 @@ def rollout_texts(ids: Sequence[str], *, store: str | None = None, run: str | No
         with Store(store, read_only=True) as opened:
             return opened.rollouts_by_id(run, ids)
     if rollouts is not None:
-        from ..tabular import read_rollouts_any
+        from rewardsmith.files.parquet import read_rollouts_any
 
         wanted = set(ids)
         return {r.id: r for r in read_rollouts_any(rollouts) if r.id in wanted}

@@ -32,6 +32,7 @@ from typing import Any
 from ._harness_child import _STDERR_KEEP, _kill_stragglers, _run_child  # inlined
 from ._harness_files import _IS_INIT, _SCRATCH, _WORK, _Fresh, _Keep, _memory_file  # inlined
 from ._harness_python import _SERVE, _python_child, _script_runner  # inlined
+from ._harness_session import _Session, _session_cpu_seconds  # inlined
 from ._harness_values import _BUILTINS, _exit, _write  # inlined
 
 # Warm the modules solutions import most, and ``ast`` (the test runner reads test code with
@@ -292,40 +293,67 @@ def _run_tests(job: dict[str, Any], built: Any, spent: float, fresh: _Fresh) -> 
     stop = None
     memory_mb = int(limits["memory_mb"])
     exec_fd = built if language == "cpp" else None
+    deny_memfd = not job["runtime"].get("cgroup")
     ran = False
-    for index, test in enumerate(job["tests"]):
-        remaining = total - spent
-        if stop is None and remaining <= 0:
-            stop = "total_time"
-        if stop is not None:
-            _emit({"event": "test", "i": index, "status": "skipped", "reason": stop})
-            continue
-        try:
-            fresh.reset()  # nothing one test (or the compiler) wrote is there for the next
-            start, stdin, in_runner = _start_for(job, test, built)
-        except SyntaxError as exc:
-            _emit({"event": "test", "i": index, "status": "bad_test", "reason": str(exc)})
-            continue
-        except Exception as exc:
-            if not ran:
-                raise  # the program has not run: the sandbox's own failure
-            # What the program left behind broke the runner's set-up: its failure.
-            _emit({"event": "test", "i": index, "status": "lost",
-                   "reason": f"the test could not be set up after the program ran: {exc}"})
-            continue
-        ran = True
-        result = _run_child(start, stdin, limits, min(float(limits["time"]), remaining),
-                            test["kind"] != "stdin", memory_mb, exec_fd=exec_fd,
-                            data_limit=language == "javascript",
-                            deny_memfd=not job["runtime"].get("cgroup"))
-        spent += result["seconds"]
-        if in_runner:  # only the runner, out of the program's reach, can say so
-            reason = _bad_test_reason(result["value"])
-            if reason is not None:
-                result["status"], result["reason"] = "bad_test", reason
-        _emit({"event": "test", "i": index, **result})
-        if result["status"] == "timeout" and job.get("stop_on_timeout", True):
-            stop = "an earlier test ran past its time limit"
+    session: _Session | None = None
+    tests = job["tests"]
+    try:
+        for index, test in enumerate(tests):
+            remaining = total - spent
+            if stop is None and remaining <= 0:
+                stop = "total_time"
+            if stop is not None:
+                _emit({"event": "test", "i": index, "status": "skipped", "reason": stop})
+                continue
+            try:
+                shared = language == "python" and _in_session(test)
+                if session is not None and not (shared and session.alive):
+                    session.close()
+                    session = None
+                if shared and session is None:
+                    fresh.reset()  # nothing an earlier test (or the compiler) wrote is there
+                    cpu_s = _session_cpu_seconds(limits, len(tests) - index, remaining)
+                    session = _Session(built, job, cpu_s, memory_mb, deny_memfd)
+                elif not shared:
+                    fresh.reset()
+                    start, stdin, in_runner = _start_for(job, test, built)
+            except SyntaxError as exc:
+                _emit({"event": "test", "i": index, "status": "bad_test", "reason": str(exc)})
+                continue
+            except Exception as exc:
+                if not ran:
+                    raise  # the program has not run: the sandbox's own failure
+                # What the program left behind broke the runner's set-up: its failure.
+                _emit({"event": "test", "i": index, "status": "lost",
+                       "reason": f"the test could not be set up after the program ran: {exc}"})
+                continue
+            ran = True
+            deadline_s = min(float(limits["time"]), remaining)
+            if session is not None:
+                result = session.call(test, deadline_s)
+            else:
+                result = _run_child(start, stdin, limits, deadline_s, test["kind"] != "stdin",
+                                    memory_mb, exec_fd=exec_fd,
+                                    data_limit=language == "javascript", deny_memfd=deny_memfd)
+                if in_runner:  # only the runner, out of the program's reach, can say so
+                    reason = _bad_test_reason(result["value"])
+                    if reason is not None:
+                        result["status"], result["reason"] = "bad_test", reason
+            spent += result["seconds"]
+            _emit({"event": "test", "i": index, **result})
+            if result["status"] == "timeout" and job.get("stop_on_timeout", True):
+                stop = "an earlier test ran past its time limit"
+    finally:
+        if session is not None:
+            session.close()
+
+
+def _in_session(test: dict[str, Any]) -> bool:
+    """A Python test that runs in the program's process anyway: a call, or an expression that
+    is a plain call of the program's name (a ``SyntaxError`` is the test's fault)."""
+    if test["kind"] == "call":
+        return True
+    return test["kind"] == "expr" and _plain_call(compile(test["expr"], "<test>", "eval"))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ _REPORT_OVERHEAD = 64 * 1024  # bytes of report per test beyond the program's ow
 
 # The in-sandbox runner, in the order its parts are joined into one text.
 HARNESS_PARTS = ("_harness_values.py", "_harness_files.py", "_harness_child.py",
-                 "_harness_serve.py", "_harness_python.py", "_harness.py")
+                 "_harness_serve.py", "_harness_python.py", "_harness_session.py",
+                 "_harness.py")
 # What a script test's program interpreter runs: the values and the serving loop only.
 SERVE_PARTS = ("_harness_values.py", "_harness_serve.py")
 _SERVE_MAIN = """

@@ -12,10 +12,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 from .. import __version__
-from ..endtext import resolve_end_texts
+from ..integrations.endtext import resolve_end_texts
 from ..engine import Engine
 from ..errors import InputError
-from ..integrations._shared import (
+from ..integrations.adapters import (
     Scored,
     accuracy,
     accuracy_component,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rewardsmith.rubric import Rubric
+
 from ..errors import ConfigError, LoadError
-from ..rubric import Rubric
 
 __all__ = ["ServerConfig", "require_server_extra"]
 

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from ..advantages import compute_advantages
 from ..engine import Engine
 from ..errors import AdvantageError, ConfigError
-from ..io import rollout_from_dict
+from ..files.rollouts import rollout_from_dict
 from ..types import Rollout, Score, content_hash
 from ._batching import GroupBatcher
 from ._config import ServerConfig

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rewardsmith.files.rollouts import rollout_from_dict
+
 from ..errors import ConfigError, InputError
 from ..files.jsonl import read_jsonl
-from ..io import rollout_from_dict
 from ..types import Rollout
 from .checks import Expectation
 

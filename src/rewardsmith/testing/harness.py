@@ -25,12 +25,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rewardsmith.rubric import Rubric
+from rewardsmith.workers import default_worker_count
+
 from ..engine import Engine
 from ..errors import ConfigError
 from ..rewards import get_builtin
-from ..rubric import Rubric
 from ..types import Rollout, Score, Status
-from ..workers import default_worker_count
 from .cases import Case, cases_range, load_cases
 from .checks import Check, make_rollout
 from .edges import edge_checks

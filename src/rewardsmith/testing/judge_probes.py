@@ -15,8 +15,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from rewardsmith.rubric import Rubric
+
 from ..judge.components import CriterionEvaluator
-from ..rubric import Rubric
 from ..types import Rollout, Score, Status
 from .report import RowResult, preview
 

@@ -35,8 +35,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rewardsmith.rubric import (
+    Component,
+    Rubric,
+)
+
 from ..rewards import get_builtin
-from ..rubric import Component, Rubric
 from .agent_kinds import AGENT_TOOLS
 
 __all__ = ["Profile", "builtin_profile", "default_params", "rubric_profile", "signature_defaults"]

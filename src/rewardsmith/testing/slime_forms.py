@@ -24,8 +24,9 @@ from enum import Enum
 from types import SimpleNamespace
 from typing import Any
 
+from rewardsmith.rubric.loading import load_reward
+
 from ..errors import ConfigError
-from ..loading import load_reward
 from ..types import Rollout
 
 __all__ = ["SlimeCall", "SlimeGroupCall", "TestSample", "slime_call", "slime_form_of"]

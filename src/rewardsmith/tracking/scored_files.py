@@ -12,9 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rewardsmith.files.parquet import (
+    is_parquet,
+    read_records,
+)
+
 from ..errors import InputError
 from ..files.jsonl import read_json_objects
-from ..tabular import is_parquet, read_records
 from .base import Tracker, Usage
 from .stats import StepStats
 

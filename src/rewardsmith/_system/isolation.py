@@ -31,10 +31,11 @@ from typing import Any
 
 __all__ = ["guard_process", "restore_streams", "saved_streams"]
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # rewardsmith/
 # The files whose frames call rewards: a reward's call ends when it returns into one of them.
-_CALLERS = tuple(os.path.join(_HERE, name) for name in (
-    "worker_process.py", "workers.py", "calling.py", "deadline.py", "engine" + os.sep))
+_CALLERS = tuple(os.path.join(_PACKAGE, *name.split("/")) for name in (
+    "workers/_child.py", "workers/_pool.py", "rubric/calling.py", "_system/deadline.py",
+    "engine/"))
 _ASYNCIO = os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep
 
 _lock = threading.Lock()

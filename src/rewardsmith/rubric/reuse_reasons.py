@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .code_identity import changed_code
-from .rubric import Component
-from .types import content_hash
+from rewardsmith.rubric._model import Component
+from rewardsmith.rubric.code_identity import changed_code
+from rewardsmith.types import content_hash
 
 __all__ = ["reuse_reason"]
 

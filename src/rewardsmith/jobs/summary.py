@@ -9,7 +9,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .types import Score, Status
+from rewardsmith.types import (
+    Score,
+    Status,
+)
 
 __all__ = ["ComponentStats", "RunSummary", "SummaryBuilder", "POSITION_BIAS_WARN",
            "position_bias_warnings", "money"]

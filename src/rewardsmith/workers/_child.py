@@ -1,11 +1,11 @@
-"""What runs inside a worker process (the parent's side is ``rewardsmith.workers``).
+"""What runs inside a worker process (the parent's side is ``rewardsmith.workers._pool``).
 
 A worker:
 - leads its own process group, so that the parent can kill every process a reward started;
 - exits within a fraction of a second when its parent is gone (``kill -9`` of the parent),
   taking its process group with it;
 - writes what rewards print to stderr: its stdout is never the caller's results stream;
-- runs batches of calls, writing each finished call to the result log (``rewardsmith.resultlog``)
+- runs batches of calls, writing each finished call to the result log (``rewardsmith.workers._resultlog``)
   so that a crash or a kill never makes the parent run a finished call again;
 - runs async rewards on an event loop of its own, concurrently, one step at a time under the
   parent's watch: a step that blocks the loop past its call's limit is killed like a sync call.
@@ -31,10 +31,20 @@ from typing import Any, NoReturn
 
 import cloudpickle
 
-from .deadline import Abandoned, await_within
-from .isolation import guard_process, restore_streams, saved_streams
-from .proctree import TAG_VARIABLE, descendants
-from .resultlog import LogWriter
+from rewardsmith._system.deadline import (
+    Abandoned,
+    await_within,
+)
+from rewardsmith._system.isolation import (
+    guard_process,
+    restore_streams,
+    saved_streams,
+)
+from rewardsmith.workers._proctree import (
+    TAG_VARIABLE,
+    descendants,
+)
+from rewardsmith.workers._resultlog import LogWriter
 
 __all__ = ["worker_tag", "SLOT_SIZE", "SLOT_INDEX", "SLOT_START", "SLOT_BATCH", "HALF", "IN_BUFFER",
            "OK", "ERROR", "TIMEOUT", "RECYCLE", "format_exception", "worker_main"]
@@ -375,7 +385,7 @@ class _AsyncRunner:
     """Runs a batch of async calls concurrently on this worker's own event loop.
 
     A call past its limit is abandoned when it does not stop on cancellation (see
-    ``rewardsmith.deadline``); ``abandoned`` then holds it, and the worker is replaced after
+    ``rewardsmith._system.deadline``); ``abandoned`` then holds it, and the worker is replaced after
     its batch, since nothing else can end a coroutine that will not stop.
     """
 

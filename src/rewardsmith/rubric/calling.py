@@ -37,9 +37,14 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .errors import ConfigError
-from .trajectory import turns
-from .types import ComponentResult, Rollout, Score, Status
+from rewardsmith.errors import ConfigError
+from rewardsmith.trajectory import turns
+from rewardsmith.types import (
+    ComponentResult,
+    Rollout,
+    Score,
+    Status,
+)
 
 __all__ = [
     "group_reward",

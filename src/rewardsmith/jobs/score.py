@@ -8,16 +8,34 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from .engine import Engine, ResultCache
-from .engine.core import DEFAULT_BATCH_ROLLOUTS
-from .errors import InputError
-from .io import OnBadLine, group_rollouts
-from .recording import start_recording
-from .rubric import Rubric
-from .store import Store, StoreFileChanged
-from .summary import RunSummary, SummaryBuilder
-from .tabular import read_rollouts_any, score_lines
-from .types import Rollout, Score
+from rewardsmith.engine import (
+    Engine,
+    ResultCache,
+)
+from rewardsmith.engine.core import DEFAULT_BATCH_ROLLOUTS
+from rewardsmith.errors import InputError
+from rewardsmith.files.parquet import (
+    read_rollouts_any,
+    score_lines,
+)
+from rewardsmith.files.rollouts import (
+    OnBadLine,
+    group_rollouts,
+)
+from rewardsmith.jobs.recording import start_recording
+from rewardsmith.jobs.summary import (
+    RunSummary,
+    SummaryBuilder,
+)
+from rewardsmith.rubric import Rubric
+from rewardsmith.store import (
+    Store,
+    StoreFileChanged,
+)
+from rewardsmith.types import (
+    Rollout,
+    Score,
+)
 
 __all__ = ["ScoreJob", "ScoreResult"]
 
@@ -121,7 +139,7 @@ class ScoreJob:
                 nonlocal done
                 # Advantages for many groups in one vectorized call: per group, numpy's
                 # overhead would cost more than the arithmetic.
-                from .advantages import apply_advantages
+                from rewardsmith.advantages import apply_advantages
 
                 apply_advantages([s for _, scores in waiting for s in scores],
                                  method=self.advantage_method)
@@ -188,7 +206,10 @@ class ScoreJob:
 
     def _check_trainers(self, scores: Sequence[Score]) -> dict[str, Any]:
         """What each trainer's own float32 arithmetic would make of these rewards."""
-        from .advantages import check_trainers, trainer_names
+        from rewardsmith.advantages import (
+            check_trainers,
+            trainer_names,
+        )
 
         rewards = [s.reward for s in scores]
         groups = [s.group for s in scores]

@@ -15,11 +15,11 @@ dispatch through the program). A segment is ``(call, args, fix[, limit[, spread]
 per arg (``call(*arg)`` when ``spread``), ``fix`` reading a value that is not a finite float. A program for async calls offers ``rows``, ``start`` and
 ``finish`` (see ``AsyncProgram``); its batches run concurrently on the worker's event loop.
 
-What a pool guarantees (the worker's side is ``rewardsmith.worker_process``):
+What a pool guarantees (the worker's side is ``rewardsmith.workers._child``):
 - a call past its time limit, or a worker past its call's memory limit, is killed with every
   process it started, and its worker replaced;
 - a crash or a kill never runs a finished call again: finished calls are read back from the
-  worker's result log (``rewardsmith.resultlog``); only calls that had not finished run again;
+  worker's result log (``rewardsmith.workers._resultlog``); only calls that had not finished run again;
 - no worker outlives the process that owns the pool;
 - a reward that cannot be loaded in a worker raises ``LoadError`` instead of failing each call.
 """
@@ -46,10 +46,8 @@ from typing import Any, Protocol
 
 import cloudpickle
 
-from .errors import LoadError
-from .proctree import kill_tagged, kill_tree, resident_bytes
-from .resultlog import LOG_BYTES, read_log
-from .worker_process import (
+from rewardsmith.errors import LoadError
+from rewardsmith.workers._child import (
     ERROR,
     HALF,
     IN_BUFFER,
@@ -64,6 +62,15 @@ from .worker_process import (
     worker_main,
     worker_tag,
 )
+from rewardsmith.workers._proctree import (
+    kill_tagged,
+    kill_tree,
+    resident_bytes,
+)
+from rewardsmith.workers._resultlog import (
+    LOG_BYTES,
+    read_log,
+)
 
 __all__ = ["BatchResult", "CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK",
            "ERROR", "TIMEOUT", "default_worker_count", "format_exception",
@@ -76,7 +83,7 @@ _POLL_SECONDS = 0.01
 _SLOT_INDEX, _SLOT_START, _SLOT_BATCH, _SLOT_SIZE = SLOT_INDEX, SLOT_START, SLOT_BATCH, SLOT_SIZE
 _HALF, _IN_BUFFER = HALF, IN_BUFFER
 # What the fork server imports once, so that each process it starts begins warm.
-FORKSERVER_PRELOAD = ["rewardsmith.workers", "rewardsmith.worker_process", "rewardsmith.rewards"]
+FORKSERVER_PRELOAD = ["rewardsmith.workers._pool", "rewardsmith.workers._child", "rewardsmith.rewards"]
 # A call's worker may hold this much resident memory (MB) unless the rubric says otherwise.
 DEFAULT_MEMORY_LIMIT_MB = 2048
 # How long a worker may take to load a rubric's rewards and run their warm-up hooks (a reward

@@ -15,7 +15,11 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple, cast
 
-from .types import Rollout, Score, Status
+from rewardsmith.types import (
+    Rollout,
+    Score,
+    Status,
+)
 
 __all__ = ["ScoreColumns"]
 

@@ -27,9 +27,9 @@ writes a few pages, not one page per result).
 
 A score run records in bulk (``begin_run(defer=True)``): its rollouts and results go into
 ``store_pending_*`` blocks, which readers read as they are and the store settles into the tables
-above when there are too many of them (see ``rewardsmith.store_pending``). A run recorded beside
+above when there are too many of them (see ``rewardsmith.store._blocks``). A run recorded beside
 the scoring into a store that held no results keeps its rollouts' fields and no content keys
-(``rewardsmith.store_background``): the first reader that needs the keys makes them, and keeps
+(``rewardsmith.store._background``): the first reader that needs the keys makes them, and keeps
 them when it can write the file.
 """
 
@@ -48,19 +48,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from . import store_background
-from .errors import StoreError
-from .gcpause import gc_paused
-from .process_identity import ProcessIdentity
-from .sqlite_setup import (
-    connect,
-    ensure_schema,
-    is_busy_error,
-    is_read_only_error,
-    read_only_reason,
-)
-from .status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of
-from .store_pending import (
+from rewardsmith._system.gcpause import gc_paused
+from rewardsmith._system.process_identity import ProcessIdentity
+from rewardsmith.errors import StoreError
+from rewardsmith.store import _background as store_background
+from rewardsmith.store._blocks import (
     NO_KEYS,
     PENDING_SCHEMA,
     ROLLOUT_CHUNK,
@@ -78,7 +70,25 @@ from .store_pending import (
     write_rollout_blocks,
     write_rollout_rows,
 )
-from .types import ComponentResult, Rollout, Status, content_hash, key_of_content
+from rewardsmith.store.sqlite_setup import (
+    connect,
+    ensure_schema,
+    is_busy_error,
+    is_read_only_error,
+    read_only_reason,
+)
+from rewardsmith.store.status_codes import (
+    STATUS_CODES,
+    STATUS_ENCODING_VERSION,
+    code_of,
+)
+from rewardsmith.types import (
+    ComponentResult,
+    Rollout,
+    Status,
+    content_hash,
+    key_of_content,
+)
 
 __all__ = [
     "ContentCache",
@@ -87,6 +97,7 @@ __all__ = [
     "RunInfo",
     "Store",
     "StoredCell",
+    "StoreFileChanged",
     "group_result_keys",
 ]
 

@@ -14,7 +14,10 @@ import struct
 from collections.abc import Iterable
 from typing import Any
 
-from .errors import AdvantageError, ConfigError
+from rewardsmith.errors import (
+    AdvantageError,
+    ConfigError,
+)
 
 __all__ = [
     "DEFAULT_STEP",

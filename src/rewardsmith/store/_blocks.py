@@ -33,8 +33,11 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, cast
 
-from .status_codes import STATUS_CODES, code_of
-from .types import (
+from rewardsmith.store.status_codes import (
+    STATUS_CODES,
+    code_of,
+)
+from rewardsmith.types import (
     TIME_METRIC,
     ComponentResult,
     Status,

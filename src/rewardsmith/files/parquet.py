@@ -2,7 +2,7 @@
 
 Parquet needs pyarrow, an optional extra (``pip install 'rewardsmith[parquet]'``); it is
 imported only when a Parquet file is read or written. Rollout columns take the same names and
-aliases as JSONL (see ``rewardsmith.io``). Values a Parquet column cannot hold faithfully (chat
+aliases as JSONL (see ``rewardsmith.files.rollouts``). Values a Parquet column cannot hold faithfully (chat
 messages, metadata objects, answers of mixed types) are written as JSON text and the column is
 listed in the file's ``rewardsmith.json_columns`` metadata, so reading gives back exactly what
 was written (and so the same content keys).
@@ -17,20 +17,28 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, InputError
-from .files.atomic import atomic_path, atomic_text
-from .gcpause import gc_paused
-from .io import (
+from rewardsmith._system.gcpause import gc_paused
+from rewardsmith.errors import (
+    ConfigError,
+    InputError,
+)
+from rewardsmith.files.atomic import (
+    atomic_path,
+    atomic_text,
+)
+from rewardsmith.files.rollouts import (
     GroupCheck,
     OnBadLine,
     RolloutReader,
     UniqueIds,
     read_json_objects,
-    read_scores,
     rollout_and_group,
-    score_line,
 )
-from .types import Rollout, Score
+from rewardsmith.files.scored import read_scores, score_line
+from rewardsmith.types import (
+    Rollout,
+    Score,
+)
 
 __all__ = [
     "PARQUET_SUFFIXES",

@@ -8,7 +8,7 @@ with and refuses one it does not know.
 
 from __future__ import annotations
 
-from .types import Status
+from rewardsmith.types import Status
 
 __all__ = ["STATUS_CODES", "STATUS_ENCODING_VERSION", "code_of", "status_of"]
 

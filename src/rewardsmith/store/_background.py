@@ -28,15 +28,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .sqlite_setup import connect
-from .store_pending import (
+from rewardsmith.store._blocks import (
     NO_KEYS,
     ROLLOUT_CHUNK,
     field_block_row,
     rollout_columns,
     write_rollout_rows,
 )
-from .types import Rollout
+from rewardsmith.store.sqlite_setup import connect
+from rewardsmith.types import Rollout
 
 __all__ = ["MIN_ROLLOUTS", "helper_fits", "record_in_helper"]
 
@@ -47,7 +47,7 @@ WAIT_FOR_SCORING = 10.0
 
 
 def _cores() -> int:
-    from .workers import default_worker_count
+    from rewardsmith.workers import default_worker_count
 
     return default_worker_count()
 
@@ -68,7 +68,11 @@ def record_in_helper(path: str, run_id: str, rollouts: Sequence[Rollout],
     import tempfile
     from multiprocessing import reduction
 
-    from .workers import dumps_fast, process_context, start_without_main
+    from rewardsmith.workers import (
+        dumps_fast,
+        process_context,
+        start_without_main,
+    )
 
     if any(type(r) is not Rollout for r in rollouts):
         return False  # a subclass may encode itself otherwise: recorded here, by its methods

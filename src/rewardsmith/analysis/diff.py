@@ -16,10 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .io import scores_by_id
-from .store import Store
-from .tabular import read_rollouts_any, read_scores_any
-from .types import Rollout, Score
+from rewardsmith.files.parquet import (
+    read_rollouts_any,
+    read_scores_any,
+)
+from rewardsmith.files.scored import scores_by_id
+from rewardsmith.store import Store
+from rewardsmith.types import (
+    Rollout,
+    Score,
+)
 
 __all__ = [
     "AdvantageMovement",

@@ -31,7 +31,7 @@ IN_RECORDS = 0x7FF8_DEAD_0000_0002
 _HEAD = struct.Struct("<II")
 _NOT_DONE_BYTES = struct.pack("<Q", NOT_DONE)
 
-Outcome = tuple[int, Any]  # (status, value or message), as in ``rewardsmith.workers``
+Outcome = tuple[int, Any]  # (status, value or message), as in ``rewardsmith.workers._pool``
 
 
 class LogWriter:

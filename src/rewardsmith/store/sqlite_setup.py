@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-from .errors import StoreError
+from rewardsmith.errors import StoreError
 
 __all__ = ["connect", "ensure_schema", "is_busy_error", "is_read_only_error", "read_only_reason",
            "statements"]

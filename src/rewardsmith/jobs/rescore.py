@@ -21,23 +21,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
 
-from .advantages import apply_advantages
-from .engine import Engine
-from .engine.cells import floats_only
-from .errors import StoreError
-from .gcpause import gc_paused
-from .recording import (
+from rewardsmith._system.gcpause import gc_paused
+from rewardsmith.advantages import apply_advantages
+from rewardsmith.engine import Engine
+from rewardsmith.engine.cells import floats_only
+from rewardsmith.errors import StoreError
+from rewardsmith.files.parquet import (
+    score_lines,
+    write_scores_any,
+)
+from rewardsmith.jobs.recording import (
     RunRecorder,
     component_records,
     group_positions,
     summarize,
 )
-from .reuse_reasons import reuse_reason
-from .rubric import Component, Rubric
-from .store import Members, Store, StoredCell, group_result_keys
-from .summary import RunSummary
-from .tabular import score_lines, write_scores_any
-from .types import ComponentResult, Score, Status
+from rewardsmith.jobs.summary import RunSummary
+from rewardsmith.rubric import (
+    Component,
+    Rubric,
+)
+from rewardsmith.rubric.reuse_reasons import reuse_reason
+from rewardsmith.store import (
+    Members,
+    Store,
+    StoredCell,
+    group_result_keys,
+)
+from rewardsmith.types import (
+    ComponentResult,
+    Score,
+    Status,
+)
 
 __all__ = ["ComponentPlan", "RescorePlan", "RescoreResult", "rescore"]
 

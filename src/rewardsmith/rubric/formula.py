@@ -16,7 +16,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Collection, Mapping
 
-from .errors import RubricError
+from rewardsmith.errors import RubricError
 
 __all__ = ["Formula", "formula_name_for", "formula_name_problem"]
 

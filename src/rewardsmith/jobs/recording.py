@@ -13,13 +13,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, InputError
-from .io import rollout_from_dict
-from .rubric import Rubric
-from .store import ContentCache, Store, group_result_keys
-from .summary import RunSummary, SummaryBuilder
-from .tabular import read_records, read_rollouts_any, read_scores_any
-from .types import ComponentResult, Rollout, Score, Status, content_hash, key_of_content
+from rewardsmith.errors import (
+    ConfigError,
+    InputError,
+)
+from rewardsmith.files.parquet import (
+    read_records,
+    read_rollouts_any,
+    read_scores_any,
+)
+from rewardsmith.files.rollouts import rollout_from_dict
+from rewardsmith.jobs.summary import (
+    RunSummary,
+    SummaryBuilder,
+)
+from rewardsmith.rubric import Rubric
+from rewardsmith.store import (
+    ContentCache,
+    Store,
+    group_result_keys,
+)
+from rewardsmith.types import (
+    ComponentResult,
+    Rollout,
+    Score,
+    Status,
+    content_hash,
+    key_of_content,
+)
 
 __all__ = [
     "ImportResult",

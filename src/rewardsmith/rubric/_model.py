@@ -14,6 +14,7 @@ quantize: 0.0009765625              # optional: round totals to a float32-exact 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,13 +23,37 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .calling import is_async_reward, is_group_reward, make_binder, make_group_binder
-from .code_identity import CodeIdentity, code_identity
-from .errors import ConfigError, LoadError, RubricError
-from .formula import Formula, formula_name_for, formula_name_problem
-from .loading import load_reward
-from .quantize import check_step, quantize
-from .types import ComponentResult, Rollout, Status, content_hash
+from rewardsmith.errors import (
+    ConfigError,
+    LoadError,
+    RubricError,
+)
+from rewardsmith.rubric.calling import (
+    is_async_reward,
+    is_group_reward,
+    make_binder,
+    make_group_binder,
+)
+from rewardsmith.rubric.code_identity import (
+    CodeIdentity,
+    code_identity,
+)
+from rewardsmith.rubric.formula import (
+    Formula,
+    formula_name_for,
+    formula_name_problem,
+)
+from rewardsmith.rubric.loading import load_reward
+from rewardsmith.rubric.quantize import (
+    check_step,
+    quantize,
+)
+from rewardsmith.types import (
+    ComponentResult,
+    Rollout,
+    Status,
+    content_hash,
+)
 
 __all__ = [
     "Component",
@@ -180,6 +205,21 @@ class Component:
 
 ComponentFactory = Callable[[str, Mapping[str, Any], str], list[Component]]
 _COMPONENT_KINDS: dict[str, ComponentFactory] = {}
+# Kinds that live in higher layers, by where their factory is: imported when a rubric first
+# uses the key, so that reading a rubric of plain rewards never imports the judge (and this
+# layer does not depend on it).
+_LAZY_KINDS: dict[str, str] = {
+    "judge": "rewardsmith.judge:judge_components",
+    "reward_model": "rewardsmith.judge.reward_model:reward_model_components",
+}
+
+
+def _kind_factory(key: str) -> ComponentFactory | None:
+    factory = _COMPONENT_KINDS.get(key)
+    if factory is None and key in _LAZY_KINDS:
+        module, _, attribute = _LAZY_KINDS[key].partition(":")
+        factory = _COMPONENT_KINDS[key] = getattr(importlib.import_module(module), attribute)
+    return factory
 
 
 def register_component_kind(key: str, factory: ComponentFactory) -> None:
@@ -329,7 +369,10 @@ class Rubric:
             raise RubricError(f"rubric file {str(path)!r} cannot be read: {exc}") from exc
         import yaml  # only rubric files need it
 
-        from .yamlread import DuplicateKeyError, read_yaml
+        from rewardsmith.rubric._strict_yaml import (
+            DuplicateKeyError,
+            read_yaml,
+        )
 
         try:
             data = read_yaml(text)
@@ -478,10 +521,10 @@ def _component_from_config(name: str, config: Any, source: str) -> list[Componen
     if not isinstance(config, Mapping):
         raise RubricError(f"{where}: expected a mapping such as {{reward: gsm8k, weight: 1.0}}, "
                           f"got {type(config).__name__}")
-    if any(kind in config and kind not in _COMPONENT_KINDS for kind in ("judge", "reward_model")):
-        from . import judge as _judge  # noqa: F401  (registers ``judge:`` and ``reward_model:``)
-    for key, factory in _COMPONENT_KINDS.items():
+    for key in [*_COMPONENT_KINDS, *(k for k in _LAZY_KINDS if k not in _COMPONENT_KINDS)]:
         if key in config:
+            factory = _kind_factory(key)
+            assert factory is not None
             if "reward" in config:
                 raise RubricError(f"{where}: give either 'reward' or {key!r}, not both")
             version = config.get("version")

@@ -1,4 +1,4 @@
-"""Reading rollouts and writing scores, with the field names users already have.
+"""Reading rollouts, with the field names users already have.
 
 Rollout JSONL, one object a line. Accepted names:
 
@@ -17,32 +17,32 @@ lines: results are matched to rollouts by id downstream.
 
 from __future__ import annotations
 
-import json
-import math
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
-from .errors import InputError
-from .files.atomic import atomic_text
-from .files.jsonl import parse_json_line, read_json_objects, read_jsonl
-from .gcpause import gc_paused
-from .types import Rollout, Score, content_hash
+from rewardsmith._system.gcpause import gc_paused
+from rewardsmith.errors import InputError
+from rewardsmith.files.jsonl import (
+    parse_json_line,
+    read_json_objects,
+    read_jsonl,
+)
+from rewardsmith.types import (
+    Rollout,
+    content_hash,
+)
 
 __all__ = [
     "GroupCheck",
     "MixedGroups",
     "RolloutReader",
-    "scores_by_id",
     "rollout_from_dict",
     "rollout_and_group",
     "read_json_objects",
     "read_rollouts",
-    "read_scores",
-    "score_line",
-    "write_scores",
     "group_rollouts",
     "OnBadLine",
     "UniqueIds",
@@ -324,62 +324,3 @@ def group_rollouts(rollouts: Iterable[Rollout]) -> list[list[Rollout]]:
     for rollout in rollouts:
         groups.setdefault(rollout.group, []).append(rollout)
     return list(groups.values())
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def score_line(score: Score, extra: Mapping[str, Any] | None = None) -> str:
-    """One scored JSONL line (no newline)."""
-    data = score.to_dict()
-    if extra:
-        data.update(extra)
-    return json.dumps(data, ensure_ascii=False, allow_nan=False, default=_clean)
-
-
-def write_scores(target: str | Path | IO[str], scores: Iterable[Score]) -> int:
-    """Write scored JSONL to a path (replaced atomically: complete or not at all) or an open
-    text file; returns the number of lines."""
-    if isinstance(target, (str, Path)):
-        with atomic_text(target) as handle:
-            return write_scores(handle, scores)
-    count = 0
-    for score in scores:
-        target.write(score_line(score) + "\n")
-        count += 1
-    target.flush()
-    return count
-
-
-def read_scores(path: str | Path) -> list[Score]:
-    """Read scored JSONL; a bad line is an ``InputError`` with its line number.
-
-    Each line needs ``id`` and ``group`` (a missing group would silently merge rollouts into
-    one GRPO group)."""
-    out: list[Score] = []
-    for number, data in read_json_objects(path):
-        missing = [key for key in ("id", "group") if key not in data]
-        if missing:
-            raise InputError(f"missing {', '.join(map(repr, missing))}", source=str(path),
-                             line=number)
-        try:
-            out.append(Score.from_dict(data))
-        except (ValueError, TypeError, KeyError) as exc:
-            raise InputError(f"not a scored rollout: {exc}", source=str(path),
-                             line=number) from exc
-    return out
-
-
-def scores_by_id(scores: Sequence[Score], which: str) -> dict[str, Score]:
-    """Scores by rollout id, to match two scored runs; a repeated id is an ``InputError``
-    naming ``which`` run it is in."""
-    out: dict[str, Score] = {}
-    for score in scores:
-        if score.id in out:
-            raise InputError(f"rollout id {score.id!r} appears twice in the {which} run: ids "
-                             f"must be unique to match two runs")
-        out[score.id] = score
-    return out

@@ -42,7 +42,7 @@ from typing import Any
 __all__ = ["CodeIdentity", "code_identity", "changed_code"]
 
 _PACKAGE = "rewardsmith"
-_ROOT = Path(os.path.abspath(__file__)).parent  # this rewardsmith's folder, as imported
+_ROOT = Path(os.path.abspath(__file__)).parent.parent  # this rewardsmith's folder, as imported
 # Homes whose verdicts depend on more than they import: the sandbox runs ``code``'s programs
 # with a harness it reads as text.
 _EXTRA_PACKAGES = {"code": ("sandbox",)}

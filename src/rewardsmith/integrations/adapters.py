@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from rewardsmith.endtext import EndTexts
 from rewardsmith.engine import Engine
 from rewardsmith.errors import ConfigError, RubricError
+from rewardsmith.integrations.endtext import EndTexts
 from rewardsmith.rubric import Rubric
 from rewardsmith.tracking.adapter_steps import record_scoring_step
 from rewardsmith.tracking.base import Tracker

@@ -19,8 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .code_identity import code_identity
-from .errors import LoadError
+from rewardsmith.errors import LoadError
+from rewardsmith.rubric.code_identity import code_identity
 
 ParamsCheck = Callable[[Any], None]
 
@@ -78,7 +78,10 @@ def load_reward(spec: str | Callable[..., Any], *, folder: str | Path | None = N
 
 
 def _from_builtins(name: str) -> LoadedReward:
-    from .rewards import builtin_names, get_builtin  # base layer reaching the registry lazily
+    from rewardsmith.rewards import (
+        builtin_names,
+        get_builtin,
+    )  # base layer reaching the registry lazily
 
     found = get_builtin(name)
     if found is None:
