@@ -12,7 +12,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 from .. import __version__
-from ..integrations.endtext import resolve_end_texts
 from ..engine import Engine
 from ..errors import InputError
 from ..integrations.adapters import (
@@ -25,6 +24,7 @@ from ..integrations.adapters import (
     text_or_messages,
     warn_reserved_names,
 )
+from ..integrations.endtext import resolve_end_texts
 from ..integrations.openrlhf import build_rollouts, to_reply
 from ..integrations.slime import MASKED_STATES, masked_reward, sample_state
 from ..types import Rollout, Status
@@ -157,12 +157,17 @@ def build_app(config: ServerConfig, engine: Engine) -> tuple[Guard, FastAPI]:
             out[log_key(name)] = 0.0 if value is None else value
         return JSONResponse(out)
 
-    @app.get("/health", response_model=HealthReply, responses=_errors(401, 408),
+    @app.get("/health", response_model=HealthReply, responses={
+        **_errors(401, 408), 503: {"model": HealthReply, "description": "Scoring cannot make "
+                                   "progress (status 'stalled'; 'problem' says why)"}},
              summary="Liveness and the rubric served (no token needed)")
-    async def health() -> dict[str, Any]:
-        return {"status": "ok", "rubric": rubric.name, "rubric_id": rubric.id,
-                "components": rubric.names, "in_flight": service.in_flight,
-                "queue_limit": config.queue_limit, "version": __version__}
+    async def health() -> Response:
+        problem = service.watch.stalled()
+        reply = {"status": "ok" if problem is None else "stalled", "problem": problem,
+                 "rubric": rubric.name, "rubric_id": rubric.id, "components": rubric.names,
+                 "in_flight": service.in_flight, "queue_limit": config.queue_limit,
+                 "version": __version__}
+        return JSONResponse(reply, status_code=200 if problem is None else 503)
 
     @app.get("/metrics", response_class=Response, responses={
         200: {"content": {"text/plain": {}}, "description": "Prometheus text format"},

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from ..engine import Engine
 from ..types import Rollout, Score
+from ._watch import StallWatch
 
 __all__ = ["GroupBatcher"]
 
@@ -51,19 +52,20 @@ class GroupBatcher:
 
     def __init__(self, engine: Engine, *, parallel: int, max_rollouts: int,
                  finish: Finish | None = None, on_call: Callable[[int], None] | None = None,
-                 patience: float = 0.05):
+                 patience: float = 0.05, watch: StallWatch | None = None):
         self.engine = engine
         self.parallel = max(1, parallel)
         self.max_rollouts = max(1, max_rollouts)
         self.patience = patience
         self.finish = finish
         self.on_call = on_call  # told each call's number of requests (metrics)
+        self.watch = watch  # told when each call begins and ends (``/health``)
         rubric = engine.rubric
         # When no reward looks at a group as a whole, the engine scores each rollout on its own:
         # the groups of a call can go to it as one list (no thread to wait on the engine).
         self._flat = not any(c.group or c.evaluator is not None for c in rubric.components)
         self._queue: deque[_Waiting] = deque()
-        self._running: set[asyncio.Task[None]] = set()
+        self._running: dict[asyncio.Task[None], list[_Waiting]] = {}  # calls: their requests
         self._fresh: set[asyncio.Task[None]] = set()  # running for less than ``patience``
         self._kick: asyncio.Handle | None = None
         # Threads that wait on the engine for calls with group rewards or judges: a pool of
@@ -76,11 +78,26 @@ class GroupBatcher:
         them (it sees the scores of every request in the call with its ``tag``)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
-        self._queue.append(_Waiting(groups, sum(len(g) for g in groups), tag, future))
+        waiting = _Waiting(groups, sum(len(g) for g in groups), tag, future)
+        self._queue.append(waiting)
         if self._kick is None:
             # On the loop's next turn: the requests read in this turn share the call.
             self._kick = loop.call_soon(self._start_calls)
-        return await future
+        try:
+            return await future
+        except asyncio.CancelledError:
+            self._forsake(waiting)
+            raise
+
+    def _forsake(self, waiting: _Waiting) -> None:
+        """Its request is gone (the client left, the server stops): a queued request leaves the
+        queue (``_start_calls`` skips it); a call whose requests are all gone is cancelled."""
+        waiting.future.cancel()
+        for task, members in self._running.items():
+            if waiting in members:
+                if all(member.future.done() for member in members):
+                    task.cancel()
+                return
 
     def _start_calls(self) -> None:
         self._kick = None
@@ -99,8 +116,10 @@ class GroupBatcher:
             if self.on_call is not None:
                 self.on_call(len(taken))
             task = asyncio.ensure_future(self._call(taken))
-            self._running.add(task)
+            self._running[task] = taken
             self._fresh.add(task)
+            if self.watch is not None:
+                self.watch.begin(task, size)
             task.add_done_callback(self._finished)
             loop.call_later(self.patience, self._stale, task)
 
@@ -110,8 +129,10 @@ class GroupBatcher:
             self._start_calls()
 
     def _finished(self, task: asyncio.Task[None]) -> None:
-        self._running.discard(task)
+        self._running.pop(task, None)
         self._fresh.discard(task)
+        if self.watch is not None:
+            self.watch.end(task)
         if not task.cancelled():
             task.exception()  # retrieved: _call has handed any error to its requests
         self._start_calls()

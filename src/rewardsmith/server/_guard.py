@@ -8,6 +8,10 @@ A client that goes away before its body is in reaches no route.
 When the server shuts down and a request is still being scored at the end of the graceful
 timeout, uvicorn cancels it; the gate answers it 503 with ``Retry-After`` (another server, or
 this one restarted, can take it) instead of letting it end as a 500 and a traceback.
+
+A client that disconnects while its request is scored is not waited for: once its body is in,
+the gate listens for the disconnect and cancels the request, which frees its place in the queue
+and stops its scoring (so a shutdown does not wait for work nobody will read).
 """
 
 from __future__ import annotations
@@ -77,8 +81,11 @@ class Guard:
             if message["type"] == "http.response.start":
                 code = int(message["status"])
                 sent = True
+            elif listener is not None and not message.get("more_body", False):
+                listener.close()  # answered: a disconnect from now on cancels nothing
             await send(message)
 
+        listener: _Listener | None = None
         try:
             refused = self._refusal(scope, path)
             if refused is not None:
@@ -97,13 +104,20 @@ class Guard:
                     self.metrics.rejected.labels("body_too_large").inc()
                     await _reply(watched_send, 413, self._too_large())
                     return
+                listener = _Listener(receive)
                 fast = self.fast.get(path) if scope.get("method") == "POST" else None
                 if fast is not None and await fast(scope, body, watched_send):
                     return
-                receive = _replay(body, receive)
+                receive = listener.replay(body)
             await self.app(scope, receive, watched_send)
         except asyncio.CancelledError:
-            # Only uvicorn's shutdown cancels a request (past --graceful-timeout).
+            if listener is not None and listener.gone:
+                # The client went away: its request was cancelled here; nobody to answer.
+                _uncancel()
+                code, sent = 499, True
+                self.metrics.rejected.labels("disconnected").inc()
+                return
+            # Otherwise only uvicorn's shutdown cancels a request (past --graceful-timeout).
             if sent:
                 raise
             self.metrics.rejected.labels("shutdown").inc()
@@ -112,6 +126,8 @@ class Guard:
                          "not scored here)", [(b"retry-after", str(self.retry_after).encode()),
                                               (b"connection", b"close")])
         finally:
+            if listener is not None:
+                listener.close()
             self.metrics.observe(route, str(scope.get("method", "")), code if sent else 500,
                                  time.perf_counter() - started)
 
@@ -161,14 +177,48 @@ class Guard:
         return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
-    delivered = False
+class _Listener:
+    """Waits, beside the request being handled, for its client to disconnect, and then cancels
+    the request's task. It is the one reader of the server's ``receive`` once the body is in."""
 
-    async def replay() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()  # later calls wait for the disconnect, as the server's would
+    def __init__(self, receive: Receive):
+        self._receive = receive
+        self._request = asyncio.current_task()
+        self.gone = False
+        self._closed = False
+        self._listening = asyncio.ensure_future(self._listen())
 
-    return replay
+    async def _listen(self) -> Message:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                break
+        if not self._closed and self._request is not None:
+            self.gone = True
+            self._request.cancel()
+        return message
+
+    def replay(self, body: bytes) -> Receive:
+        """A ``receive`` for the app: the body that was read, then the disconnect."""
+        delivered = False
+
+        async def replay() -> Message:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await asyncio.shield(self._listening)
+
+        return replay
+
+    def close(self) -> None:
+        self._closed = True
+        if not self._listening.done():
+            self._listening.cancel()
+
+
+def _uncancel() -> None:
+    """Forget the cancellation the listener asked for: the request's task goes on normally."""
+    uncancel = getattr(asyncio.current_task(), "uncancel", None)  # Python 3.11 on
+    if uncancel is not None:
+        uncancel()

@@ -200,7 +200,10 @@ class SlimeDetail(BaseModel):
 
 
 class HealthReply(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "stalled"] = Field(description="'stalled' (with 503): a reward call "
+                                             "is stuck past its timeout and every request "
+                                             "waits behind it.")
+    problem: str | None = Field(None, description="Why scoring cannot make progress.")
     rubric: str
     rubric_id: str
     components: list[str]

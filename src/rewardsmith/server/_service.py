@@ -22,6 +22,7 @@ from ._batching import GroupBatcher
 from ._config import ServerConfig
 from ._metrics import ServerMetrics
 from ._models import RolloutIn, ScoreRequest
+from ._watch import StallWatch, call_budget
 
 __all__ = ["AdvantageSettings", "ScoringService", "advantage_settings", "fill_advantages",
            "invalid", "request_groups"]
@@ -127,9 +128,13 @@ class ScoringService:
         self.in_flight = 0  # rollouts admitted and not yet scored (the loop is single-threaded)
         self._work: set[asyncio.Future[Any]] = set()
         # Concurrent requests share engine calls, a call per worker at a time (see _batching).
+        # A Ray engine's calls wait for a cluster's workers: not timed (see _watch).
+        self.watch = StallWatch(call_budget(engine.rubric, engine.workers)
+                                if engine.backend == "local" else None)
         self.batcher = GroupBatcher(engine, parallel=max(1, engine.workers),
                                     max_rollouts=max(config.max_batch, 4096),
-                                    finish=fill_advantages, on_call=metrics.engine_call)
+                                    finish=fill_advantages, on_call=metrics.engine_call,
+                                    watch=self.watch)
 
     async def admit(self, size: int, work: Callable[[], Awaitable[T]]) -> T:
         """Run ``work`` for ``size`` rollouts: 429 when the queue is full, 504 past the timeout."""
@@ -153,6 +158,11 @@ class ScoringService:
         task.add_done_callback(release)
         try:
             return await asyncio.wait_for(asyncio.shield(task), self.config.request_timeout)
+        except asyncio.CancelledError:
+            # Nobody waits for it any more (the client went away, or the server stops): its
+            # place in the queue is freed now, and its scoring stops where it can.
+            task.cancel()
+            raise
         except asyncio.TimeoutError:
             self.metrics.rejected.labels("timeout").inc()
             raise HTTPException(
