@@ -44,8 +44,8 @@ __all__ = ["CodeIdentity", "code_identity", "changed_code"]
 _PACKAGE = "rewardsmith"
 _ROOT = Path(os.path.abspath(__file__)).parent.parent  # this rewardsmith's folder, as imported
 # Homes whose verdicts depend on more than they import: the sandbox runs ``code``'s programs
-# with a harness it reads as text.
-_EXTRA_PACKAGES = {"code": ("sandbox",)}
+# with a harness it reads as text, and an agent's workspace with a runner read as text.
+_EXTRA_PACKAGES = {"code": ("sandbox",), "agents": ("sandbox",)}
 _DIGEST = 6  # bytes of a file's content hash kept in a run's record (12 hex digits)
 
 
