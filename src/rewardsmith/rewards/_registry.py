@@ -115,6 +115,7 @@ HOMES: dict[str, str] = {
     "code": "code",
     "tool_call": "structured", "json_match": "structured", "json_schema": "structured",
     "tool_calls": "agents", "turn_budget": "agents", "workspace_files": "agents",
+    "repo_tests": "agents.repo_tests",
     "verifier_script": "agents.verifier_script",
 }
 _PACKAGE = __package__ or "rewardsmith.rewards"

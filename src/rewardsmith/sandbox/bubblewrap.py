@@ -61,6 +61,11 @@ class BubblewrapSandbox:
 
     def argv(self, runtime: Runtime, limits: Limits) -> list[str]:
         """The command line that starts the harness inside a fresh sandbox."""
+        return [*self.isolation_argv(runtime, limits),
+                runtime.python, *runtime.flags, "-c", harness_source()]
+
+    def isolation_argv(self, runtime: Runtime, limits: Limits) -> list[str]:
+        """``bwrap`` and its options: the command to run inside the sandbox comes after."""
         args = [
             self._binary(),
             "--unshare-all", "--unshare-user", "--disable-userns",
@@ -90,10 +95,7 @@ class BubblewrapSandbox:
         ]
         for mount in runtime.keep:  # an environment under /tmp: mounted on the tmpfs
             args += ["--ro-bind", mount, mount]
-        args += [
-            "--remount-ro", "/", "--chdir", "/tmp",
-            runtime.python, *runtime.flags, "-c", harness_source(),
-        ]
+        args += ["--remount-ro", "/", "--chdir", "/tmp"]
         return args
 
     def check(self, language: str) -> None:
