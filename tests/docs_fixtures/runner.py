@@ -189,10 +189,9 @@ def judge_server(setup: PageSetup) -> Iterator[str | None]:
     if not setup.judge:
         yield None
         return
-    sys.path.insert(0, str(ROOT / "tests"))
-    from support.openai_server import OpenAIServer
+    from rewardsmith.judge.standin import StandInJudge  # what `rewardsmith judge-serve` runs
 
-    with OpenAIServer(models=STAND_IN_MODELS) as server:
+    with StandInJudge(models=STAND_IN_MODELS) as server:
         yield server.base_url
 
 
