@@ -84,7 +84,7 @@ def _snapshot(path: Path, run: str) -> tuple[object, ...]:
 
 
 def test_a_batch_is_found_in_its_run_as_a_stretch_or_rollout_by_rollout() -> None:
-    from rewardsmith.store._model import _positions_in_run
+    from rewardsmith.store._deferred import positions_in_run as _positions_in_run
 
     run = _rollouts(10)
     run.append(run[3])  # the same object twice: the later position, as the mapping says
@@ -114,7 +114,7 @@ def test_a_deferred_run_reads_back_as_a_row_by_row_one(tmp_path: Path) -> None:
 
 def test_too_many_pending_results_are_settled_into_the_tables(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rewardsmith import store as store_module
+    from rewardsmith.store import _model as store_module
 
     rollouts = _rollouts(23)
     deferred = _record_run(tmp_path / "d.db", rollouts, defer=True)
@@ -211,7 +211,8 @@ def test_the_fast_content_json_is_the_stable_encoders_text(text: str) -> None:
 def test_a_run_recorded_in_the_background_is_whole_before_it_is_read(tmp_path: Path) -> None:
     rollouts = _rollouts(20_000)
     with Store(tmp_path / "s.db") as store:
-        run = store.begin_run_background(rollouts)
+        recording = store.begin_recording(rollouts)
+        run = recording.run_id
         keys = [r.content_key() for r in rollouts[:5]]
         store.record_cells("comp", keys, [1.0] * 5)  # while the rollouts are being written
         members = store.members(run)  # waits for the background write
@@ -230,7 +231,8 @@ def test_a_background_recording_that_fails_is_reported(tmp_path: Path) -> None:
 
     rollouts = [*_rollouts(3), Unencodable("bad", "g", "p", "c")]
     with Store(tmp_path / "s.db") as store:
-        run = store.begin_run_background(rollouts)
+        recording = store.begin_recording(rollouts)
+        run = recording.run_id
         with pytest.raises(StoreError, match="cannot encode this rollout"):
             store.finish_run(run)
 
@@ -242,7 +244,8 @@ def test_a_run_killed_before_its_rollouts_were_written_is_listed_and_refused_for
 
     path = tmp_path / "s.db"
     with Store(path) as store:
-        run = store.begin_run_background(_rollouts(4))
+        recording = store.begin_recording(_rollouts(4))
+        run = recording.run_id
         store._wait_begun()
         store._db.execute("DELETE FROM store_pending_rollouts")  # as if killed before the write
     with Store(path) as store:
@@ -254,7 +257,7 @@ def test_a_run_killed_before_its_rollouts_were_written_is_listed_and_refused_for
 @pytest.fixture
 def helper_for_small_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs of any size recorded by the helper process, as on a machine with cores to spare."""
-    from rewardsmith import store_background
+    from rewardsmith.store import _background as store_background
 
     monkeypatch.setattr(store_background, "MIN_ROLLOUTS", 1)
     monkeypatch.setattr(store_background, "_cores", lambda: 2)
@@ -276,14 +279,16 @@ def _odd_rollouts() -> list[Rollout]:
 def test_a_helper_process_records_the_same_rollouts_as_this_process(tmp_path: Path) -> None:
     rollouts = _odd_rollouts() * 3
     with Store(tmp_path / "helper.db") as store:
-        run = store.begin_run_background(rollouts)
+        recording = store.begin_recording(rollouts)
+        run = recording.run_id
         store.finish_run(run)
         by_helper = store.members(run), store.load_rollouts(run)
-    from rewardsmith import store_background
+    from rewardsmith.store import _background as store_background
 
     store_background.MIN_ROLLOUTS = 10**9  # (restored by the fixture)
     with Store(tmp_path / "here.db") as store:
-        run = store.begin_run_background(rollouts)
+        recording = store.begin_recording(rollouts)
+        run = recording.run_id
         store.finish_run(run)
         by_thread = store.members(run), store.load_rollouts(run)
     assert by_helper[0].keys == by_thread[0].keys == [r.content_key() for r in rollouts]
@@ -312,7 +317,7 @@ def test_a_helper_keeps_fields_and_the_first_reader_that_can_write_keeps_the_key
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
-    from rewardsmith import store_background
+    from rewardsmith.store import _background as store_background
 
     monkeypatch.setattr(store_background, "ROLLOUT_CHUNK", 3)
     plain = [r for r in _odd_rollouts() + _unusual_values()
@@ -329,7 +334,8 @@ def test_a_helper_keeps_fields_and_the_first_reader_that_can_write_keeps_the_key
                 "SELECT keys FROM store_pending_rollouts ORDER BY start")]
 
     with Store(path) as store:
-        run = store.begin_run_background(rollouts)
+        recording = store.begin_recording(rollouts)
+        run = recording.run_id
         store.finish_run(run)
     # Blocks of three: fields only (no content JSON, no hashing beside the scoring), except
     # the one with surrogate code points, keyed at once (its JSON would read back otherwise).
@@ -381,7 +387,10 @@ def test_a_first_score_into_a_fresh_store_makes_no_content_key(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from rewardsmith import Component, Rubric, ScoreJob, recording, store, store_pending, types
+    from rewardsmith import Component, Rubric, ScoreJob, types
+    from rewardsmith.jobs import recording
+    from rewardsmith.store import _blocks as store_pending
+    from rewardsmith.store import _model as store
 
     made: list[str] = []
     original = types.key_of_content
@@ -414,8 +423,9 @@ def test_keys_made_while_another_process_writes_are_used_and_not_waited_for(
     rollouts = _rollouts(50)
     path = tmp_path / "s.db"
     with Store(path) as store:
-        run = store.begin_run_background(rollouts)
-        store.record_rollout_cells("comp", rollouts[:8], [0.5] * 8)  # kept by position
+        recording = store.begin_recording(rollouts)
+        run = recording.run_id
+        recording.record_rollout_cells("comp", rollouts[:8], [0.5] * 8)  # kept by position
         store.finish_run(run)
     other = sqlite3.connect(path, isolation_level=None)
     try:
@@ -444,9 +454,10 @@ def test_results_kept_by_position_are_found_by_later_runs_and_survive_settling(
                                                           params={"max_length": 10, "buffer": 5})])
     path = tmp_path / "s.db"
     with Store(path) as store:
-        run = store.begin_run_background(rollouts)
-        assert store.holds_nothing()  # a fresh store: no look-up, no content key
-        with Engine(rubric, workers=0, cache=store, batch_rollouts=64) as engine:
+        recording = store.begin_recording(rollouts)
+        run = recording.run_id
+        assert recording.holds_nothing()  # a fresh store: no look-up, no content key
+        with Engine(rubric, workers=0, cache=recording, batch_rollouts=64) as engine:
             first = engine.score(rollouts)
         store.finish_run(run)
         texts = [row[0] for row in store._db.execute(
@@ -483,7 +494,8 @@ def test_a_helper_that_fails_leaves_the_recording_to_this_process(
         monkeypatch.setattr(reduction, "send_handle", fail)
     rollouts = _rollouts(40)
     with Store(tmp_path / "s.db") as store:
-        run = store.begin_run_background(rollouts)
+        recording = store.begin_recording(rollouts)
+        run = recording.run_id
         store.finish_run(run)
         assert store.members(run).keys == [r.content_key() for r in rollouts]
 
@@ -510,14 +522,16 @@ def test_a_score_job_recorded_by_the_helper_rescores_from_the_store(tmp_path: Pa
 
 _KILLED_WHILE_RECORDING = """
 import multiprocessing, os, signal, sys, time
-from rewardsmith import Rollout, store_background
+from rewardsmith import Rollout
+from rewardsmith.store import _background as store_background
 from rewardsmith.store._model import Store
 store_background.MIN_ROLLOUTS = 1
 store_background._cores = lambda: 2
 rollouts = [Rollout(f"r{i}", f"g{i // 4}", "p", f"answer {i}", str(i)) for i in range(200)]
 store = Store(sys.argv[1])
-run = store.begin_run_background(rollouts)
-store.record_rollout_cells("comp", rollouts[:10], [0.5] * 10)  # kept by position
+recording = store.begin_recording(rollouts)
+run = recording.run_id
+recording.record_rollout_cells("comp", rollouts[:10], [0.5] * 10)  # kept by position
 print(run, flush=True)
 deadline = time.monotonic() + 20
 while not any(p.name == "rewardsmith-store-run" for p in multiprocessing.active_children()):
@@ -561,7 +575,7 @@ def test_rollout_blocks_are_compressed_and_older_blocks_still_read(
 
     import zstandard
 
-    from rewardsmith import store as store_module
+    from rewardsmith.store import _model as store_module
 
     rollouts = _rollouts(40)
     run = _record_run(tmp_path / "s.db", rollouts, defer=True)
@@ -608,7 +622,7 @@ def test_a_damaged_block_of_fields_is_an_error_naming_it(tmp_path: Path) -> None
 
 def test_rollouts_at_positions_are_found_across_blocks(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rewardsmith import store_pending
+    from rewardsmith.store import _blocks as store_pending
 
     monkeypatch.setattr(store_pending, "ROLLOUT_CHUNK", 4)  # 23 rollouts in 6 blocks
     rollouts = _rollouts(23)

@@ -30,6 +30,7 @@ from rewardsmith.jobs.summary import (
 from rewardsmith.rubric import Rubric
 from rewardsmith.store import (
     ContentCache,
+    RecordingRun,
     Store,
     group_result_keys,
 )
@@ -113,10 +114,10 @@ class RunRecorder:
     """Keeps the results of a run's group rewards as its groups finish, about ``batch``
     rollouts per transaction, and marks the run done at the end."""
 
-    def __init__(self, store: Store, run_id: str, rubric: Rubric, *, batch: int = 1024,
+    def __init__(self, run: RecordingRun, rubric: Rubric, *, batch: int = 1024,
                  keys: Mapping[int, str] | None = None, known: ContentCache | None = None):
-        self.store = store
-        self.run_id = run_id
+        self.run = run
+        self.run_id = run.run_id
         self.names = rubric.names
         self.group_components = [(c.name, c.identity()) for c in rubric.components if c.group]
         self.batch = batch
@@ -160,17 +161,17 @@ class RunRecorder:
     def flush(self) -> None:
         for identity, pending in self._pending.items():
             if pending:
-                self.store.record(identity, pending)
+                self.run.record(identity, pending)
                 self._pending[identity] = {}
         self._size = 0
 
     def scoring_done(self) -> None:
         """Every rollout is scored: the store may record the run's rollouts now."""
-        self.store.scoring_done()
+        self.run.scoring_done()
 
     def finish(self, summary: Mapping[str, Any] | None = None) -> None:
         self.flush()
-        self.store.finish_run(self.run_id, summary)
+        self.run.finish(summary)
 
 
 def start_recording(store: Store, rubric: Rubric, rollouts: Sequence[Rollout], *,
@@ -180,10 +181,10 @@ def start_recording(store: Store, rubric: Rubric, rollouts: Sequence[Rollout], *
     return the recorder that keeps its group rewards' results and answers the engine's content
     keys."""
     known: ContentCache = {}
-    run_id = store.begin_run_background(
+    run = store.begin_recording(
         rollouts, kind=kind, rubric_name=rubric.name, rubric_id=rubric.id,
         components=component_records(rubric), source=source, known=known)
-    return RunRecorder(store, run_id, rubric, known=known)
+    return RunRecorder(run, rubric, known=known)
 
 
 # ------------------------------------------------------------------ importing scored files

@@ -400,7 +400,7 @@ def _score_missing(store: Store, rubric: Rubric, source_run: str, run_id: str,
                                                    strict=True) if not c.is_async)
     # Without sync work to do, no worker process is started at all.
     engine_workers = workers if sync_work else 0
-    recorder = RunRecorder(store, run_id, rubric)
+    recorder = RunRecorder(store.recording(run_id), rubric)
     total = len(scores)
     with Engine(rubric, workers=engine_workers, max_concurrency=max_concurrency,
                 cache=_KnownResults(store, known, _item_numbers(members, flat)),

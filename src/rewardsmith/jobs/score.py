@@ -10,7 +10,6 @@ from typing import IO, Any
 
 from rewardsmith.engine import (
     Engine,
-    ResultCache,
 )
 from rewardsmith.engine.core import DEFAULT_BATCH_ROLLOUTS
 from rewardsmith.errors import InputError
@@ -60,8 +59,6 @@ class ScoreJob:
     workers: int | None = None
     max_concurrency: int = 64
     on_bad_line: OnBadLine = "fail"
-    cache: ResultCache | None = None
-    store_path: str | None = None
     keep_scores: bool = True
     post_process: Callable[[list[Score]], None] | None = None  # e.g. fill advantages per group
     # Record the run, its rollouts and every component's result here (a path is opened and
@@ -123,14 +120,14 @@ class ScoreJob:
         done = 0
         store = self.store
         with Engine(self.rubric, workers=self.workers, max_concurrency=self.max_concurrency,
-                    cache=store or self.cache,
-                    store_path=store.path if store else self.store_path,
+                    store_path=store.path if store else None,
                     timing=self.timing,
                     batch_rollouts=self.batch_size or DEFAULT_BATCH_ROLLOUTS) as engine:
             engine.check()  # judges and other evaluators fail here, before any scoring
             recorder = start_recording(store, self.rubric, rollouts, source=source) \
                 if store else None
             if recorder is not None:
+                engine.cache = recorder.run  # results found and kept through the run's handle
                 engine.content_key = recorder.content_key  # keys known: no second hashing
             scored = engine.stream(groups, coalesce=True)
             waiting: list[tuple[list[Rollout], list[Score]]] = []

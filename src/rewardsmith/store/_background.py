@@ -9,7 +9,7 @@ document (no content JSON, no hashing: ``store_pending.field_block_row``), leavi
 keys to the first reader that needs them (or writing those the caller made for its own
 look-ups, handed over with the word to write). It prepares the blocks while the scoring goes
 on and writes them, in one transaction of its own, once the scoring has ended
-(``Store.scoring_done``), on the core that the scoring's tail leaves free, or after
+(``RecordingRun.scoring_done``), on the core that the scoring's tail leaves free, or after
 ``WAIT_FOR_SCORING`` seconds of a longer scoring. Meanwhile the run's results name their
 rollouts by position (see ``store_pending``), so the scoring needs no content key from it; they
 are found by content key once the rollouts are written, so a run killed in its first seconds may
@@ -42,7 +42,7 @@ __all__ = ["MIN_ROLLOUTS", "helper_fits", "record_in_helper"]
 
 MIN_ROLLOUTS = 16_384  # below this, starting a process costs more than it saves
 # The helper prepares its blocks while the scoring goes on, and writes once the scoring has ended
-# (``Store.scoring_done``), on the core that the scoring's tail leaves free, or after this long.
+# (``RecordingRun.scoring_done``), on the core that the scoring's tail leaves free, or after this long.
 WAIT_FOR_SCORING = 10.0
 
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import operator
 import os
 import sqlite3
 import threading
@@ -70,6 +69,7 @@ from rewardsmith.store._blocks import (
     write_rollout_blocks,
     write_rollout_rows,
 )
+from rewardsmith.store._deferred import DeferredRun, RecordingRun
 from rewardsmith.store.sqlite_setup import (
     connect,
     ensure_schema,
@@ -250,20 +250,13 @@ class Store:
         self._component_ids: dict[str, int] = {}  # identity -> number (numbers never change)
         self._item_ids: dict[str, int] = {}  # key -> number, for the runs begun here
         self._open_runs: set[str] = set()  # begun here, not finished yet
-        self._deferred_run: str | None = None  # the run whose results go into pending blocks
+        # The run whose results go into pending blocks until it ends (one at a time).
+        self.deferred: DeferredRun | None = None
         self._pending_seq = 0
-        self._no_results = False  # nothing to look up (an empty store, while deferring)
         # Results in pending blocks, by component number and key: read once, when a look-up
         # first needs them (see _pending_cells).
         self._pending_index: dict[int, dict[str, StoredCell]] | None = None
         self._no_pending = False
-        # A run whose rollouts are being recorded in the background (begin_run_background).
-        self._beginning: threading.Thread | None = None
-        self._scored = threading.Event()  # the run begun in the background is scored
-        self._begin_error: BaseException | None = None
-        # id() of each rollout of the run begun in the background -> its position in it.
-        self._run_positions: dict[int, int] = {}
-        self._run_rollouts: Sequence[Rollout] = ()  # that run's rollouts, in order
         # Result blocks of the deferred run not written yet (see _write_queued).
         self._queued: list[tuple[str, str, int, PackedResults, float]] = []
         self._busy_ms = int(timeout * 1000)
@@ -446,7 +439,8 @@ class Store:
     def lookup_cells(self, component_id: str, keys: Sequence[str]) -> dict[str, StoredCell]:
         """Like ``lookup``, with ok results without metrics as bare floats (for bulk work)."""
         found: dict[str, StoredCell] = {}
-        if self._no_results:
+        deferred = self.deferred
+        if deferred is not None and deferred.nothing_stored:
             return found
         unique = list(dict.fromkeys(keys))
         with self._guard("lookup"):
@@ -504,7 +498,7 @@ class Store:
             rows = self._db.execute(
                 "SELECT p.run, p.keys, p.vals, p.extra FROM store_pending_results p "
                 "LEFT JOIN store_runs r ON r.id = p.run WHERE p.component = ? AND p.run != ? "
-                "ORDER BY r.created, p.run, p.seq", (component, self._deferred_run or "")
+                "ORDER BY r.created, p.run, p.seq", (component, self._deferred_id())
             ).fetchall()
             run_keys: dict[str, list[str] | None] = {}
             with gc_paused():
@@ -551,8 +545,9 @@ class Store:
         now = time.time()
         cells, seconds = split_times(cells, seconds)
         with self._lock:
-            if self._deferred_run is not None:
-                self._record_block(component_id, keys, cells, seconds)
+            deferred = self.deferred
+            if deferred is not None:
+                self._record_block(deferred, component_id, keys, cells, seconds)
                 return
         rows: list[tuple[int, float | None, int, str | None, str | None]] = []
         for position, cell in enumerate(cells):
@@ -577,8 +572,9 @@ class Store:
                  for number, row in zip(numbers, rows)
                  for _, value, code, error, metrics in (row,)])
 
-    def _record_block(self, component_id: str, keys: Sequence[str] | Sequence[int],
-                      cells: Sequence[StoredCell], seconds: Sequence[float] | None) -> None:
+    def _record_block(self, deferred: DeferredRun, component_id: str,
+                      keys: Sequence[str] | Sequence[int], cells: Sequence[StoredCell],
+                      seconds: Sequence[float] | None) -> None:
         """A batch of the deferred run's results as one pending block (by content key, or by
         position in that run)."""
         packed = pack_results(keys, cells, seconds)
@@ -586,9 +582,22 @@ class Store:
             return
         with self._lock:
             self._pending_seq += 1
-            self._queued.append((cast(str, self._deferred_run), component_id,
-                                 self._pending_seq, packed, time.time()))
+            self._queued.append((deferred.run_id, component_id, self._pending_seq, packed,
+                                 time.time()))
             self._write_queued(wait=False)
+
+    def record_block_for(self, deferred: DeferredRun, component_id: str,
+                         positions: Sequence[int], cells: Sequence[StoredCell]) -> bool:
+        """Keep results of ``deferred``'s rollouts by their positions in it, while it is the
+        run deferred here; False (nothing kept) once it is not."""
+        with self._lock:
+            if self.deferred is not deferred:
+                return False
+            self._record_block(deferred, component_id, positions, *split_times(cells, None))
+            return True
+
+    def _deferred_id(self) -> str:
+        return self.deferred.run_id if self.deferred is not None else ""
 
     def _write_queued(self, *, wait: bool) -> None:
         """Write the queued result blocks in one transaction. Without ``wait``, only when the
@@ -741,11 +750,13 @@ class Store:
                                  len(rollouts), components)
             # Nothing stored yet: no look-up can hit while this run records.
             empty = self._holds_no_results(besides=run_id)
-        if self._deferred_run is None or self._deferred_run == run_id:
-            self._deferred_run = run_id
-            self._no_results = self._no_results if self._beginning else bool(empty)
+        current = self.deferred
+        if current is None:
+            self.deferred = DeferredRun(run_id, nothing_stored=bool(empty))
+        elif current.run_id == run_id and current.writer is None:
+            current.nothing_stored = bool(empty)
 
-    def begin_run_background(
+    def begin_recording(
         self,
         rollouts: Sequence[Rollout],
         *,
@@ -755,19 +766,21 @@ class Store:
         components: Sequence[Mapping[str, Any]] = (),
         source: str = "",
         known: ContentCache | None = None,
-    ) -> str:
-        """``begin_run(defer=True)`` off the caller's path: the run's rollouts are written
-        beside the scoring (their fields only, when this store holds no results), by a helper
-        process at low priority for a large run (once ``scoring_done`` is called; see
-        ``store_background``), else by a thread (results recorded meanwhile wait in pending
-        blocks, as for any deferred run). ``known`` (rollout id() -> content JSON, key) is
-        shared with whoever else needs the keys, so that a rollout is encoded once in this
-        process (and the keys made for look-ups are written with the rollouts). Anything that
-        reads or ends the run waits for it first. The run is listed at once; a run killed
-        before its rollouts are written has none."""
+    ) -> RecordingRun:
+        """Begin a run of ``rollouts`` recorded beside the scoring, and return its handle (the
+        engine's cache for it, and what finishes it). Its rollouts are written off the
+        caller's path (their fields only, when this store holds no results): by a helper
+        process at low priority for a large run, once the handle's ``scoring_done`` is called
+        (see ``_background``), else by a thread. Its results wait in pending blocks, as for
+        any deferred run. ``known`` (rollout id() -> content JSON, key) is shared with whoever
+        else needs the keys, so that a rollout is encoded once in this process (and the keys
+        made for look-ups are written with the rollouts). Anything that reads or ends the run
+        waits for its rollouts first. The run is listed at once; a run killed before its
+        rollouts are written has none."""
         if self.read_only:
-            return self.begin_run(rollouts, kind=kind, rubric_name=rubric_name,
-                                  rubric_id=rubric_id, components=components, source=source)
+            return RecordingRun(self, self.begin_run(
+                rollouts, kind=kind, rubric_name=rubric_name, rubric_id=rubric_id,
+                components=components, source=source))
         self._wait_begun()
         run_id = _new_run_id(kind)
         with self._guard("recording the run"), self._write():
@@ -776,37 +789,42 @@ class Store:
             self._insert_run(run_id, kind, rubric_name, rubric_id, source, None, run_id,
                              len(rollouts), components)
             empty = self._holds_no_results(besides=run_id)
-        self._deferred_run = run_id
-        self._no_results = bool(empty)
-        shared: ContentCache = known if known is not None else {}
         # Results of this run are kept by position while it is deferred (no keys needed).
-        self._run_positions = dict(zip(map(id, rollouts), range(len(rollouts))))
-        self._run_rollouts = rollouts
-
-        scored = self._scored = threading.Event()
+        deferred = self.deferred = DeferredRun(
+            run_id, nothing_stored=bool(empty),
+            positions=dict(zip(map(id, rollouts), range(len(rollouts)))), rollouts=rollouts)
+        shared: ContentCache = known if known is not None else {}
 
         def record() -> None:
             try:
                 if not (store_background.helper_fits(len(rollouts))
                         and store_background.record_in_helper(
                             self.path, run_id, rollouts,
-                            lambda: scored.wait(store_background.WAIT_FOR_SCORING),
+                            lambda: deferred.scored.wait(store_background.WAIT_FOR_SCORING),
                             lambda: _known_keys(rollouts, shared))):
-                    self._record_rollouts_here(run_id, rollouts, shared)
+                    self._record_rollouts_here(deferred, rollouts, shared)
             except BaseException as exc:  # noqa: BLE001 - raised where the run is next used
-                self._begin_error = exc
+                deferred.error = exc
 
-        self._beginning = threading.Thread(target=record, name="rewardsmith-store-run",
+        deferred.writer = threading.Thread(target=record, name="rewardsmith-store-run",
                                            daemon=True)
-        self._beginning.start()
-        return run_id
+        deferred.writer.start()
+        return RecordingRun(self, run_id, deferred)
 
-    def _record_rollouts_here(self, run_id: str, rollouts: Sequence[Rollout],
+    def recording(self, run_id: str) -> RecordingRun:
+        """The handle of run ``run_id``, begun here and not ended (see ``begin_recording``)."""
+        deferred = self.deferred
+        return RecordingRun(self, run_id,
+                            deferred if deferred is not None and deferred.run_id == run_id
+                            else None)
+
+    def _record_rollouts_here(self, deferred: DeferredRun, rollouts: Sequence[Rollout],
                               known: ContentCache) -> None:
         """A background run's rollouts encoded and written by this process."""
+        run_id = deferred.run_id
         if self._pending_rollouts(run_id, wait=False):
             return  # a helper wrote them and stopped before it answered
-        if self._no_results and all(type(r) is Rollout for r in rollouts):
+        if deferred.nothing_stored and all(type(r) is Rollout for r in rollouts):
             # Nothing to look up: the scoring makes no key, so none is made until a reader
             # needs them (a subclass may encode itself otherwise: keyed by its methods).
             rows = [field_block_row(run_id, start,
@@ -833,44 +851,18 @@ class Store:
     def _wait_begun(self) -> None:
         """Wait for a run being recorded in the background (and write the result blocks
         queued meanwhile); raise what stopped it."""
-        thread = self._beginning
+        deferred = self.deferred
         error = None
-        if thread is not None:
-            self._scored.set()  # needed now
-            thread.join()
-            self._beginning = None
-            error, self._begin_error = self._begin_error, None
+        if deferred is not None and deferred.writer is not None:
+            deferred.scored.set()  # needed now
+            deferred.writer.join()
+            deferred.writer = None
+            error, deferred.error = deferred.error, None
         self._write_queued(wait=True)
         if error is not None:
             if isinstance(error, StoreError):
                 raise error
             raise StoreError(f"store {self.path!r}: recording the run failed: {error}") from error
-
-    def scoring_done(self) -> None:
-        """Tell the store that the run begun in the background is scored: its recording, if
-        it was waiting for that, starts now."""
-        self._scored.set()
-
-    def holds_nothing(self) -> bool:
-        """True while this store defers a run begun in the background and holds no other
-        result: nothing can be found, so callers skip look-ups (and content keys) and record
-        that run's results by rollout (``record_rollout_cells``)."""
-        return self._no_results and self._deferred_run is not None and bool(
-            self._run_positions)
-
-    def record_rollout_cells(self, component_id: str, rollouts: Sequence[Rollout],
-                             cells: Sequence[StoredCell]) -> None:
-        """Like ``record_cells``, by rollout: results of the run deferred here are kept by
-        their positions in it (readers find the keys in its rollouts); others by content key,
-        made here."""
-        positions = self._run_positions
-        found = _positions_in_run(rollouts, positions, self._run_rollouts)
-        if found is not None:
-            with self._lock:
-                if self._deferred_run is not None and positions is self._run_positions:
-                    self._record_block(component_id, found, *split_times(cells, None))
-                    return
-        self.record_cells(component_id, [r.content_key() for r in rollouts], cells)
 
     def _holds_no_results(self, *, besides: str) -> bool:
         """No result stored, in the tables or pending, other than run ``besides``'s."""
@@ -880,11 +872,8 @@ class Store:
 
     def _run_ended(self, run_id: str) -> None:
         self._open_runs.discard(run_id)
-        if self._deferred_run == run_id:
-            self._deferred_run = None
-            self._run_positions = {}
-            self._run_rollouts = ()
-            self._no_results = False
+        if self.deferred is not None and self.deferred.run_id == run_id:
+            self.deferred = None
             self._pending_index = None  # its results are now looked up like any others
             self._no_pending = False
 
@@ -935,7 +924,7 @@ class Store:
             self._item_ids.clear()
 
     def _settle_with(self, db: sqlite3.Connection) -> None:
-        skip = self._deferred_run or ""
+        skip = self._deferred_id()
         with self._guard("settling recorded runs"), self._write(), gc_paused():
             rollout_blocks = db.execute(
                 "SELECT p.run, p.start, p.ids, p.groups, p.keys, p.contents "
@@ -1040,7 +1029,7 @@ class Store:
             self._insert_run(run_id, kind, rubric_name, rubric_id, base.source, base.id,
                              base.members, base.size, components)
         if defer and not self.read_only:
-            self._deferred_run = run_id
+            self.deferred = DeferredRun(run_id)
         return run_id
 
     def _insert_run(self, run_id: str, kind: str, rubric_name: str, rubric_id: str, source: str,
@@ -1187,22 +1176,6 @@ class Store:
             if rollout_id in wanted:
                 positions.setdefault(rollout_id, position)
         return {r.id: r for r in self.load_rollouts(run_id, list(positions.values()))}
-
-
-def _positions_in_run(rollouts: Sequence[Rollout], positions: Mapping[int, int],
-                      run: Sequence[Rollout]) -> Sequence[int] | None:
-    """The positions of ``rollouts`` in ``run`` (``positions``: id() -> position), or None
-    when one is not in it. A batch is usually a stretch of the run: found from its first
-    rollout and checked by identity, instead of one look-up per rollout in a dict too large
-    for the processor's cache."""
-    if rollouts:
-        first = positions.get(id(rollouts[0]))
-        if first is not None:
-            stretch = run[first:first + len(rollouts)]
-            if len(stretch) == len(rollouts) and all(map(operator.is_, rollouts, stretch)):
-                return range(first, first + len(rollouts))
-    found = list(map(positions.get, map(id, rollouts)))
-    return None if None in found else cast("list[int]", found)
 
 
 def _known_keys(rollouts: Sequence[Rollout], known: ContentCache) -> list[str] | None:
