@@ -132,3 +132,11 @@ def test_a_rubric_without_judges_is_refused(tmp_path: Path) -> None:
     rubric.write_text("components:\n  correct: {reward: choice}\n")
     done = judge_eval(str(tmp_path / "cases.jsonl"), "--rubric", str(rubric))
     assert done.returncode == 2 and "no judge" in done.stderr
+
+
+def test_the_report_module_is_still_importable_by_its_old_name() -> None:
+    from rewardsmith.judge.evaluation import eval_report  # the name before the rename
+
+    import rewardsmith.judge.label_report as report
+
+    assert eval_report is report.eval_report

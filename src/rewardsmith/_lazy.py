@@ -47,6 +47,7 @@ MOVED: dict[str, str] = {
         "formula": "rubric.formula",
         "gcpause": "_system.gcpause",
         "isolation": "_system.isolation",
+        "judge.evaluation": "judge.label_report",
         "loading": "rubric.loading",
         "process_identity": "_system.process_identity",
         "proctree": "workers._proctree",

@@ -37,7 +37,7 @@ def judge_eval(
     from rewardsmith.rubric import Rubric
 
     from ..engine import Engine  # imported when used: it starts nothing until scoring
-    from ..judge.evaluation import eval_report, judged_components, read_cases
+    from ..judge.label_report import eval_report, judged_components, read_cases
 
     chosen = Rubric.from_yaml(rubric)
     judged = judged_components(chosen)

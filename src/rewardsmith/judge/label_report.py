@@ -1,5 +1,7 @@
-"""``judge-eval``: score hand-labeled cases with a rubric's judges and report how far to trust
-each judged criterion (see ``agreement`` for the statistics).
+"""The ``judge-eval`` report: a rubric's judges measured against hand labels. It scores
+hand-labeled cases with the judges and reports how far to trust each judged criterion (see
+``agreement`` for the statistics). Not to be confused with ``evaluator``, which runs a judge.
+(Formerly ``rewardsmith.judge.evaluation``, still importable by that name.)
 
 A case is a rollout JSONL line with ``human``: a number (the human score for every judged
 criterion) or an object mapping criterion (or component) names to numbers. Besides agreement,
