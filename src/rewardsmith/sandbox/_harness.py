@@ -297,6 +297,7 @@ def _run_tests(job: dict[str, Any], built: Any, spent: float, fresh: _Fresh) -> 
     ran = False
     session: _Session | None = None
     tests = job["tests"]
+    shared = [language == "python" and _in_session(test) for test in tests]
     try:
         for index, test in enumerate(tests):
             remaining = total - spent
@@ -306,15 +307,16 @@ def _run_tests(job: dict[str, Any], built: Any, spent: float, fresh: _Fresh) -> 
                 _emit({"event": "test", "i": index, "status": "skipped", "reason": stop})
                 continue
             try:
-                shared = language == "python" and _in_session(test)
-                if session is not None and not (shared and session.alive):
+                if shared[index] is None:  # an expression that does not compile
+                    compile(test["expr"], "<test>", "eval")
+                if session is not None and not (shared[index] and session.alive):
                     session.close()
                     session = None
-                if shared and session is None:
+                if shared[index] and session is None:
                     fresh.reset()  # nothing an earlier test (or the compiler) wrote is there
                     cpu_s = _session_cpu_seconds(limits, len(tests) - index, remaining)
                     session = _Session(built, job, cpu_s, memory_mb, deny_memfd)
-                elif not shared:
+                elif not shared[index]:
                     fresh.reset()
                     start, stdin, in_runner = _start_for(job, test, built)
             except SyntaxError as exc:
@@ -330,7 +332,8 @@ def _run_tests(job: dict[str, Any], built: Any, spent: float, fresh: _Fresh) -> 
             ran = True
             deadline_s = min(float(limits["time"]), remaining)
             if session is not None:
-                result = session.call(test, deadline_s)
+                last = index + 1 == len(tests) or not shared[index + 1]
+                result = session.call(test, deadline_s, last)
             else:
                 result = _run_child(start, stdin, limits, deadline_s, test["kind"] != "stdin",
                                     memory_mb, exec_fd=exec_fd,
@@ -348,12 +351,17 @@ def _run_tests(job: dict[str, Any], built: Any, spent: float, fresh: _Fresh) -> 
             session.close()
 
 
-def _in_session(test: dict[str, Any]) -> bool:
+def _in_session(test: dict[str, Any]) -> bool | None:
     """A Python test that runs in the program's process anyway: a call, or an expression that
-    is a plain call of the program's name (a ``SyntaxError`` is the test's fault)."""
+    is a plain call of the program's name; None for an expression that does not compile."""
     if test["kind"] == "call":
         return True
-    return test["kind"] == "expr" and _plain_call(compile(test["expr"], "<test>", "eval"))
+    if test["kind"] != "expr":
+        return False
+    try:
+        return _plain_call(compile(test["expr"], "<test>", "eval"))
+    except (SyntaxError, ValueError):
+        return None
 
 
 if __name__ == "__main__":
