@@ -130,6 +130,19 @@ def test_forged_replies_fail_the_forger_and_are_no_error() -> None:
         assert score.reward < 1.0
 
 
+def test_the_request_channel_is_one_way() -> None:
+    program = ("import os, signal\n"
+               "signal.signal(signal.SIGPIPE, signal.SIG_IGN)\n"
+               "try:\n"
+               "    os.write(4, b'{\"value\": 2}\\n' * 100000)\n"
+               "    wrote = True\n"
+               "except OSError:\n"
+               "    wrote = False\n"
+               "def f(x):\n"
+               "    return -1 if wrote else 2 * x\n")
+    assert run(program, DOUBLES)["reward"] == 1.0
+
+
 def test_a_call_that_breaks_the_harness_fails_only_itself() -> None:
     # Patching what the session's loop uses (json, the builtins) is the program's own loss.
     program = ("import json, builtins\n"

@@ -58,6 +58,7 @@ class _Session:
         # A socket, not a pipe: a send to a child that died fails (MSG_NOSIGNAL) instead of
         # sending SIGPIPE, which the runner keeps at its default for the programs it starts.
         requests, child_requests = socket.socketpair()
+        requests.shutdown(socket.SHUT_RD)  # one way, as a pipe: the child cannot write back
         req_r = child_requests.fileno()
         pid = os.fork()
         if pid == 0:
