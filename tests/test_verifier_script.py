@@ -20,6 +20,7 @@ from rewardsmith import Rollout, Rubric, score_rollouts
 from rewardsmith.errors import RubricError
 from rewardsmith.rewards.agents.verifier_script import grade, verifier_script
 from rewardsmith.sandbox.script_jobs import ScriptOutput, ScriptResult
+from rewardsmith.testing import run_reward_tests
 
 TASK = str(Path(__file__).resolve().parents[1] / "src" / "rewardsmith" / "data"
            / "harbor_tasks" / "word-count")
@@ -246,3 +247,20 @@ def test_scored_through_the_engine_with_the_task_in_the_answer(tmp_path: Path) -
     assert scores[0].reward == 1.0 and scores[0].metrics["tests.reward.passed"] == 5.0
     assert scores[1].status.value == "error" and "metadata.workspace" in scores[1].errors["tests"]
     assert scores[2].status.value == "error" and "does not exist" in scores[2].errors["tests"]
+
+
+def test_rewardsmith_test_runs_the_hack_probes_on_the_shipped_task() -> None:
+    report = run_reward_tests("verifier_script", workers=2, edges=False)
+    assert report.kinds == ["harbor-task"]
+    assert report.passed, [(r.name, r.failures, r.got) for r in report.failed]
+    probes = {r.name: r.value for r in report.rows if r.section == "probe"}
+    for hack in ("reward files planted in the workspace", "the tests edited in the workspace",
+                 "a workspace link into the log folder",
+                 "ending test.sh early after writing a reward",
+                 "the program writes the reward files itself",
+                 "a daemon that writes the reward later",
+                 "a tarball that climbs out of the workspace"):
+        value = probes[hack]
+        assert value is not None and value < 1.0, (hack, value)
+    calibration = {r.name: r.value for r in report.rows if r.section == "calibration"}
+    assert calibration["harbor-task: a correct answer"] == 1.0

@@ -7,6 +7,7 @@ the declared range, and return the same result when called again on the same inp
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -95,7 +96,13 @@ def make_rollout(
     prompt: Any = "",
     truncated: bool = False,
     metadata: dict[str, Any] | None = None,
+    state: Callable[[str], dict[str, Any]] | None = None,
 ) -> Rollout:
-    """A rollout for one check; the harness gives it a unique id and group before scoring."""
+    """A rollout for one check; the harness gives it a unique id and group before scoring.
+    ``state`` adds the metadata its text stands for (a workspace kind's workspace)."""
+    rollout = Rollout(id="", group="", prompt=prompt, completion=completion, answer=answer,
+                      metadata=dict(metadata or {}), truncated=truncated)
+    if state is None:
+        return rollout
     return Rollout(id="", group="", prompt=prompt, completion=completion, answer=answer,
-                   metadata=dict(metadata or {}), truncated=truncated)
+                   metadata={**dict(metadata or {}), **state(rollout.text)}, truncated=truncated)

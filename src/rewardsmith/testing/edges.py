@@ -70,7 +70,8 @@ def edge_checks(kind: Kind, *, judged: bool) -> list[Check]:
     def edge(name: str, completion: Any, *, answer: Any = kind.label, truncated: bool = False,
              no_full_credit: bool = False, label_edge: bool = False,
              same_as: str | None = None, rule: str = "") -> Check:
-        rollout = make_rollout(completion, answer, prompt=prompt, truncated=truncated)
+        rollout = make_rollout(completion, answer, prompt=prompt, truncated=truncated,
+                               state=kind.state)
         return Check("edge", name, rollout, key=f"edge:{name}", no_full_credit=no_full_credit,
                      allow_error=label_edge, blame=twin if label_edge else None,
                      same_as=same_as, rule=rule)

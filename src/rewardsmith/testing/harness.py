@@ -215,7 +215,8 @@ def _run(scorer: _Scorer, report: TestReport, candidates: list[Kind], detecting:
     smoke_kind = candidates[0] if candidates else make_kind("number")
     smoke = scorer.stamp(Check("calibration", "smoke test: an ordinary correct answer",
                                make_rollout(smoke_kind.correct, smoke_kind.label,
-                                            prompt=smoke_kind.question), key="smoke"))
+                                            prompt=smoke_kind.question,
+                                            state=smoke_kind.state), key="smoke"))
     [smoke_score] = scorer.score([smoke.rollout], together=False)
     if smoke_score.status is Status.TIMEOUT:
         verdict = judge(smoke, smoke_score, None, Judgement({}, {}, None, None))
@@ -253,13 +254,14 @@ def _calibration_checks(candidates: list[Kind], detecting: set[str]) -> list[Che
             continue
         prefix = f"cal:{kind.name}"
         out.append(Check("calibration", f"{kind.name}: a correct answer",
-                         make_rollout(kind.correct, kind.label, prompt=kind.question),
+                         make_rollout(kind.correct, kind.label, prompt=kind.question,
+                                      state=kind.state),
                          key=f"{prefix}:correct", calibrates=f"{prefix}:wrong",
                          rule="above the wrong answer"))
         wrong_rule = "any value" if not kind.wrong_truncated else "any value (cut at the limit)"
         out.append(Check("calibration", f"{kind.name}: a wrong answer",
                          make_rollout(kind.wrong, kind.label, prompt=kind.question,
-                                      truncated=kind.wrong_truncated),
+                                      truncated=kind.wrong_truncated, state=kind.state),
                          key=f"{prefix}:wrong", rule=wrong_rule))
         if kind.name in detecting and kind.unmarked is not None:
             out.append(Check("calibration", f"{kind.name}: the answer without its marker",

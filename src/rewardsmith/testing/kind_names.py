@@ -3,8 +3,8 @@ that the CLI's help can list them without building the kinds themselves."""
 
 from __future__ import annotations
 
-__all__ = ["AGENT_KINDS", "CODE_KINDS", "FORMAT_KINDS", "KIND_NAMES", "STRUCTURED_KINDS",
-           "VERIFIER_KINDS"]
+__all__ = ["AGENT_KINDS", "CODE_KINDS", "FORMAT_KINDS", "HARBOR_KINDS", "KIND_NAMES",
+           "STRUCTURED_KINDS", "VERIFIER_KINDS"]
 
 VERIFIER_KINDS = ("number", "number-marker", "number-boxed", "text", "text-boxed", "choice",
                   "choice-boxed")
@@ -14,5 +14,7 @@ STRUCTURED_KINDS = ("ifeval", "json-schema", "json-match", "tool-call")
 CODE_KINDS = ("code",)  # programs run against tests (see kinds.code_kinds)
 # Agent trajectories: tools, turns, files (see kinds.agent_kinds).
 AGENT_KINDS = ("tool-use", "turn-budget", "workspace-files")
+# An agent's final workspace graded by a task's own verifier script (see kinds.harbor_kinds).
+HARBOR_KINDS = ("harbor-task",)
 KIND_NAMES: tuple[str, ...] = (*VERIFIER_KINDS, *FORMAT_KINDS, *STRUCTURED_KINDS, *CODE_KINDS,
-                               *AGENT_KINDS)
+                               *AGENT_KINDS, *HARBOR_KINDS)

@@ -19,6 +19,7 @@ from .kind_names import (
     AGENT_KINDS,
     CODE_KINDS,
     FORMAT_KINDS,
+    HARBOR_KINDS,
     KIND_NAMES,
     STRUCTURED_KINDS,
     VERIFIER_KINDS,
@@ -144,6 +145,8 @@ class Kind:
     marker_max: int = 1
     tag: str = "think"
     language: str = ""  # code kinds: the program's language
+    # Workspace kinds: the metadata (the workspace) a completion's text stands for.
+    state: Callable[[str], dict[str, Any]] | None = None
 
     def shown(self, value: str) -> str:
         """A value as it is written in this kind's slot ((B) for a letter outside a box)."""
@@ -203,6 +206,10 @@ def make_kind(name: str, params: Mapping[str, Any] | None = None,
         from .agent_kinds import agent_kind
 
         return agent_kind(name)
+    if name in HARBOR_KINDS:
+        from .harbor_kinds import harbor_kind
+
+        return harbor_kind(name)
     work = NUMBER.work(NUMBER.label)
     stated = "The answer is 42."
     common: dict[str, Any] = {"description": _DESCRIPTIONS.get(name, name),

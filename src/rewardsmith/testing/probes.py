@@ -36,6 +36,10 @@ cheats and escapes (see ``code_kinds``)    early exit, ``__eq__`` always True, p
                                            stack, an earlier test's /tmp), failures made
                                            errors, memory outside the heap, endless
                                            compiles
+planted, forged or late reward files       reward files in the workspace, edited tests,   harbor-task
+(see ``harbor_kinds``)                     a link into the log folder, an early exit,
+                                           the program or its daemon writing the reward,
+                                           a tarball that climbs out
 =========================================  ==========================================  ==============
 """
 
@@ -46,6 +50,7 @@ from typing import Any
 from .agent_kinds import AGENT_KINDS, agent_probes
 from .checks import Check, make_rollout
 from .code_kinds import CODE_KINDS, code_probes
+from .harbor_kinds import HARBOR_KINDS, harbor_probes
 from .kinds import NUMBER, Kind, filler
 from .structured_kinds import STRUCTURED_KINDS, structured_probes
 
@@ -83,6 +88,9 @@ def probe_checks(kind: Kind) -> list[Check]:
     elif kind.name in AGENT_KINDS:
         for name, completion, truncated in agent_probes(kind):
             add(name, completion, truncated=truncated)
+    elif kind.name in HARBOR_KINDS:
+        for name, completion in harbor_probes(kind):
+            add(name, completion)
     elif kind.name == "length":
         answer = "The answer is 42."
         if kind.pad_unit == "words":
@@ -103,7 +111,7 @@ def probe_checks(kind: Kind) -> list[Check]:
         add("padding to the length limit", pad, truncated=True)
     return [
         Check("probe", name, make_rollout(completion, answer, prompt=prompt,
-                                          truncated=truncated),
+                                          truncated=truncated, state=kind.state),
               key=f"probe:{kind.name}:{name}", no_full_credit=True, kind=kind.name,
               rule=f"below full credit for {kind.name}")
         for name, completion, truncated, prompt, answer in found

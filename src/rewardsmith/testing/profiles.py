@@ -21,6 +21,7 @@ code                      code               [0, 1]    (language python by defau
 tool_calls                tool-use           [0, 1]    tools: a get_weather function
 turn_budget               turn-budget        [0, 1]    max_turns 2, zero_at 6
 workspace_files           workspace-files    [0, 1]    allowed and required: answer.txt
+verifier_script           harbor-task        [0, 1]    task: the shipped word-count task
 ========================  =================  ========  ==========================================
 
 A built-in not listed here is a verifier in [0, 1] or a rule of unknown range, and its kinds are
@@ -42,6 +43,7 @@ from rewardsmith.rubric import (
 
 from ..rewards import get_builtin
 from .agent_kinds import AGENT_TOOLS
+from .harbor_kinds import harbor_task_params
 
 __all__ = ["Profile", "builtin_profile", "default_params", "rubric_profile", "signature_defaults"]
 
@@ -80,6 +82,7 @@ _PROFILES: dict[str, Profile] = {
     "turn_budget": Profile(("turn-budget",), UNIT, {"max_turns": 2, "zero_at": 6}),
     "workspace_files": Profile(("workspace-files",), UNIT,
                                {"allowed": ["answer.txt"], "required": ["answer.txt"]}),
+    "verifier_script": Profile(("harbor-task",), UNIT, harbor_task_params()),
 }
 
 _BOXED_KIND = {"number": "number-boxed", "number-marker": "number-boxed", "text": "text-boxed",

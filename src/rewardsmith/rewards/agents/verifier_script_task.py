@@ -29,7 +29,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - the same parser, from PyPI
     import tomli as tomllib
 
-__all__ = ["HarborTask", "load_task", "DEFAULT_VERIFIER_TIMEOUT"]
+__all__ = ["DEFAULT_VERIFIER_TIMEOUT", "HarborTask", "load_task", "shipped_task"]
 
 # Harbor's default when task.toml names no verifier timeout.
 DEFAULT_VERIFIER_TIMEOUT = 600.0
@@ -111,3 +111,12 @@ def _table(config: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any
         raise ValueError(f"{where}: [{name}] must be a table")
     return found
 
+
+
+def shipped_task(name: str) -> str:
+    """The folder of a task shipped with rewardsmith (``word-count``), for tests and examples."""
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "data", "harbor_tasks", name)
+    if not os.path.isdir(folder):
+        raise ValueError(f"no shipped task {name!r}")
+    return folder
