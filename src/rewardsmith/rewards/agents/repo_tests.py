@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 import sys
 import threading
 from collections import OrderedDict
@@ -222,10 +223,12 @@ def repo_tests(
 
 def _run(task: RepoTestsTask, base: FileMap, final: FileMap, environment: str | None,
          time_limit: float, memory_limit: int, sandbox: str, plugins: list[str],
-         autoload_plugins: bool) -> WorkspaceResult:
+         autoload_plugins: bool) -> tuple[WorkspaceResult, str]:
+    """Run the tests; the result and the token the run's own records carry."""
     packed_base = _base_tar(task) if base else b""
     overlay = {path: content for path, content in final.items() if base.get(path) != content}
     header = {
+        "token": secrets.token_hex(16),
         "base_bytes": len(packed_base),
         "delete": sorted(path for path in base if path not in final),
         "args": ["-p", "no:cacheprovider", "--color=no", *task.args],
@@ -237,26 +240,31 @@ def _run(task: RepoTestsTask, base: FileMap, final: FileMap, environment: str | 
     }
     stdin = json.dumps(header).encode("utf-8") + b"\n" + packed_base + tar_bytes(overlay)
     limits = WorkspaceLimits(time=time_limit, memory_mb=memory_limit, tmpfs_mb=memory_limit)
-    return run_workspace(WorkspaceJob(_runner_source(), stdin, _environment(environment),
-                                      limits), sandbox)
+    result = run_workspace(WorkspaceJob(_runner_source(), stdin, _environment(environment),
+                                        limits), sandbox)
+    return result, str(header["token"])
 
 
-def _records(result: WorkspaceResult) -> list[dict[str, Any]]:
-    """The runner's records from its setup record on (nothing before it is the runner's)."""
+def _records(result: WorkspaceResult, token: str) -> list[dict[str, Any]]:
+    """The runner's records: its setup record (written before any code of the workspace
+    ran), then those that carry the run's token (a line the workspace forged does not)."""
     found: list[dict[str, Any]] = []
     for line in result.stdout.split(b"\n"):
         try:
             record = json.loads(line)
         except ValueError:
             continue  # a line cut by a kill, or not a record
-        if isinstance(record, dict) and (found or record.get("e") == "setup"):
+        if not isinstance(record, dict):
+            continue
+        if (not found and record.get("e") == "setup") or (found and record.get("t") == token):
             found.append(record)
     return found
 
 
-def _grade(task: RepoTestsTask, result: WorkspaceResult, mode: str,
+def _grade(task: RepoTestsTask, run: tuple[WorkspaceResult, str], mode: str,
            tampered: float) -> dict[str, float]:
-    records = _records(result)
+    result, token = run
+    records = _records(result, token)
     if not records:
         detail = result.stderr.decode("utf-8", "replace").strip()[-800:]
         raise SandboxError(f"the repository tests' sandbox did not set up the workspace"
@@ -274,7 +282,7 @@ def _grade(task: RepoTestsTask, result: WorkspaceResult, mode: str,
         good = record.get("outcome") == "passed" and not record.get("xfail")
         if record.get("when") == "call":
             verdicts[test_id] = verdicts.get(test_id, True) and good
-        elif not good and record.get("outcome") != "skipped" or record.get("xfail"):
+        elif (not good and record.get("outcome") != "skipped") or record.get("xfail"):
             verdicts[test_id] = False  # a setup or teardown error fails the test
         elif record.get("outcome") == "skipped":
             verdicts.setdefault(test_id, False)

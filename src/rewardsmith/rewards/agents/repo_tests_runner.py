@@ -6,9 +6,10 @@ tmpfs), deletes the header's ``delete`` paths, unpacks the overlay, and writes a
 record; all of this before any of the workspace's code can run. Then it imports pytest (so the
 workspace cannot shadow it), puts the workspace first on ``sys.path`` as ``python -m pytest``
 does, and runs pytest in this process with a reporter of its own. The reporter writes one JSON
-line per test phase to a copy of stdout made before pytest started; pytest's own output goes
-to stderr. It also notes the identity of pytest's functions that make a test's verdict, and
-says so when the workspace's code replaced one. Python 3.8 compatible: it runs in the task's
+line per test phase, with the run's token from the header, to a copy of stdout made before
+pytest started; pytest's own output goes to stderr. It also notes pytest's functions and hook
+implementations that make a test's verdict, and says so when the workspace's code replaced
+or added one. Python 3.8 compatible: it runs in the task's
 environment (annotations stay strings).
 """
 
@@ -101,31 +102,78 @@ def read_exactly(stream: IO[bytes], size: int) -> bytes:
     return b"".join(chunks)
 
 
-class Reporter:
-    """Writes each test phase's outcome as a record; flags pytest functions replaced."""
+# Hooks whose implementations decide or carry a test's verdict.
+VERDICT_HOOKS = ("pytest_runtest_makereport", "pytest_runtest_logreport",
+                 "pytest_report_teststatus", "pytest_runtest_protocol", "pytest_runtest_call",
+                 "pytest_pyfunc_call", "pytest_runtest_setup", "pytest_runtest_teardown")
 
-    def __init__(self, watched: list[tuple[Any, str, Any]]) -> None:
-        self.watched = watched
+
+class Reporter:
+    """Writes each test phase's outcome as a record carrying the run's token. Flags the run
+    when a function of pytest that makes a verdict was replaced, or when a plugin that is
+    neither pytest's, the environment's nor a (restored) conftest.py implements a verdict
+    hook: either way the workspace's code reached the machinery that grades it."""
+
+    def __init__(self, token: str, root: str) -> None:
+        self.token = token
+        self.root = root + os.sep
+        self.watched: list[tuple[Any, str, Any]] = []
         self.flagged = False
+        self.config: Any = None
+        self.trusted: set[int] = set()
+        self.prefixes = tuple({os.path.realpath(p) + os.sep for p in (sys.prefix,
+                                                                       sys.base_prefix)})
+
+    def emit(self, record: dict[str, Any]) -> None:
+        record["t"] = self.token
+        emit(record)
+
+    def flag(self, what: str) -> None:
+        if not self.flagged:
+            self.flagged = True
+            self.emit({"e": "runner_tampered", "what": what})
+
+    def trusted_plugin(self, plugin: Any) -> bool:
+        if id(plugin) in self.trusted:
+            return True
+        name = getattr(plugin, "__file__", None)
+        if not isinstance(plugin, type(sys)) or not isinstance(name, str):
+            return False
+        path = os.path.realpath(name)
+        if os.path.basename(path) == "conftest.py" and path.startswith(self.root):
+            return True
+        return path.startswith(self.prefixes)
 
     def check(self) -> None:
         if self.flagged:
             return
         for owner, attribute, original in self.watched:
             if vars(owner).get(attribute) is not original:
-                self.flagged = True
-                emit({"e": "runner_tampered", "what": attribute})
+                self.flag(attribute)
                 return
+        if self.config is None:
+            return
+        for hook in VERDICT_HOOKS:
+            caller = getattr(self.config.hook, hook, None)
+            for impl in caller.get_hookimpls() if caller is not None else ():
+                if not self.trusted_plugin(impl.plugin):
+                    self.flag(f"a plugin of the workspace implements {hook}")
+                    return
+
+    def pytest_sessionstart(self, session: Any) -> None:
+        self.config = session.config
+        self.trusted = {id(p) for p in session.config.pluginmanager.get_plugins()}
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         self.check()
-        emit({"e": "test", "id": getattr(report, "nodeid", ""),
-              "when": getattr(report, "when", ""), "outcome": getattr(report, "outcome", ""),
-              "xfail": hasattr(report, "wasxfail")})
+        self.emit({"e": "test", "id": getattr(report, "nodeid", ""),
+                   "when": getattr(report, "when", ""),
+                   "outcome": getattr(report, "outcome", ""),
+                   "xfail": hasattr(report, "wasxfail")})
 
     def pytest_collectreport(self, report: Any) -> None:
         if getattr(report, "outcome", "") == "failed":
-            emit({"e": "collect", "id": getattr(report, "nodeid", "")})
+            self.emit({"e": "collect", "id": getattr(report, "nodeid", "")})
 
     def pytest_sessionfinish(self, session: Any, exitstatus: Any) -> None:
         self.check()
@@ -180,7 +228,7 @@ def main() -> None:
     except ImportError as exc:
         emit({"e": "fatal", "message": f"pytest cannot be imported here: {exc}"})
         return
-    reporter = Reporter([])
+    reporter = Reporter(str(header.pop("token")), root)
     reporter.watched = watched_functions()
     sys.path.insert(0, root)
     args = list(header["args"])
@@ -188,7 +236,7 @@ def main() -> None:
         args[:0] = ["-p", plugin]
     status = pytest.main(args, plugins=[reporter])
     reporter.check()
-    emit({"e": "done", "exit": int(status)})
+    reporter.emit({"e": "done", "exit": int(status)})
 
 
 if __name__ == "__main__":
