@@ -50,7 +50,9 @@ def public_folder(tmp_path: Path, name: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", [
+    "calc", pytest.param("inventory", marks=pytest.mark.slow),
+    pytest.param("textkit", marks=pytest.mark.slow)])
 def test_gold_patch_resolves_and_the_base_does_not(env: str, name: str) -> None:
     task = TASKS[name]
     gold = grade(env, task.gold_patch, task_answer(task))
@@ -64,6 +66,7 @@ def test_gold_patch_resolves_and_the_base_does_not(env: str, name: str) -> None:
         0, len(task.pass_to_pass))
 
 
+@pytest.mark.slow
 def test_wrong_patches_score_what_plain_pytest_measured(env: str) -> None:
     for task in TASKS.values():
         total = len(task.fail_to_pass) + len(task.pass_to_pass)
@@ -73,7 +76,6 @@ def test_wrong_patches_score_what_plain_pytest_measured(env: str) -> None:
                 wrong.fail_to_pass_passed, wrong.pass_to_pass_passed), wrong.why
             assert got["reward"] == (wrong.fail_to_pass_passed + wrong.pass_to_pass_passed) \
                 / total
-            assert grade(env, wrong.patch, task_answer(task))["reward"] == 0.0
 
 
 def test_a_diff_inside_prose_and_a_fence_is_found(env: str) -> None:
@@ -158,6 +160,7 @@ def test_nothing_a_run_writes_reaches_the_next(env: str) -> None:
         assert grade(env, "", answer)["reward"] == 1.0
 
 
+@pytest.mark.slow
 def test_a_run_past_its_time_limit_is_cut_and_scored(env: str) -> None:
     hang = CALC.gold_patch.replace(
         "+    return sum(values) / len(values)",

@@ -76,10 +76,10 @@ def test_the_honest_fix_resolves(env: str) -> None:
     assert grade(env, diff({INIT: FIXED}))["reward"] == 1.0
 
 
-@pytest.mark.parametrize("name, changes", [
-    ("tests edited to pass", {TESTS: CALC.repo[TESTS].replace("assert mean([1, 3]) == 2",
-                                                              "assert True").replace(
-        "assert mean([4]) == 4", "assert True")}),
+TAMPERING: list[tuple[str, dict[str, str | None]]] = [
+    ("tests edited to pass", {TESTS: CALC.repo[TESTS].replace(
+        "assert mean([1, 3]) == 2", "assert True").replace("assert mean([4]) == 4",
+                                                           "assert True")}),
     ("tests deleted", {TESTS: None}),
     ("a conftest.py that forces passes", {"tests/conftest.py": FORCE_PASS}),
     ("a conftest.py at the root", {"conftest.py": FORCE_PASS}),
@@ -89,16 +89,29 @@ def test_the_honest_fix_resolves(env: str) -> None:
     ("a pytest.ini that skips the module", {"pytest.ini": "[pytest]\naddopts = -p no:python\n"}),
     ("a setup.cfg with a filter", {"setup.cfg": "[tool:pytest]\naddopts = -k add\n"}),
     ("a .pth file", {"calc.pth": "import os\n"}),
-])
-def test_changing_a_protected_path_scores_zero_and_is_undone(
+]
+# Each undo runs the sandbox twice: three in the default suite, the rest with the slow ones.
+_QUICK = {"tests deleted", "a conftest.py that forces passes", "a pytest.ini that skips the module"}
+
+
+@pytest.mark.parametrize("name, changes", TAMPERING)
+def test_changing_a_protected_path_scores_zero(
         env: str, name: str, changes: dict[str, str | None]) -> None:
     got = grade(env, diff(changes))
     assert got["reward"] == 0.0 and got["tampered"] >= 1, name
-    # Allowed, the change is still undone: the real tests run on the (still buggy) code.
+    assert grade(env, diff({INIT: FIXED, **changes}))["reward"] == 0.0, name
+
+
+@pytest.mark.parametrize("name, changes", [
+    case if case[0] in _QUICK else pytest.param(*case, marks=pytest.mark.slow)
+    for case in TAMPERING])
+def test_an_allowed_change_to_a_protected_path_is_still_undone(
+        env: str, name: str, changes: dict[str, str | None]) -> None:
+    # The real tests run on the (still buggy) code...
     allowed = grade(env, diff(changes), allow_tampering=True, mode="fraction")
     assert allowed["tampered"] >= 1
     assert allowed["fail_to_pass_passed"] == 0 and allowed["pass_to_pass_passed"] == 6, name
-    # The honest fix beside the tampering still resolves once the tampering is undone.
+    # ... and the honest fix beside the tampering resolves once the tampering is undone.
     both = grade(env, diff({INIT: FIXED, **changes}), allow_tampering=True)
     assert both["reward"] == 1.0, name
 
