@@ -26,7 +26,7 @@ from typing import Any
 
 from rewardsmith import Rollout, Rubric, ScoreJob
 from rewardsmith.jobs.rescore import rescore
-from rewardsmith.store._model import Store
+from rewardsmith.store import Store
 
 GROUP = 16
 

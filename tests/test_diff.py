@@ -14,7 +14,7 @@ from rewardsmith.analysis.diff import diff_files, diff_scores, spearman
 from rewardsmith.cli import app
 from rewardsmith.files.parquet import write_rollouts_any, write_scores_any
 from rewardsmith.files.scored import write_scores
-from rewardsmith.store._model import Store
+from rewardsmith.store import Store
 
 # (id, group, old reward, new reward, old advantage, new advantage)
 ROWS = [

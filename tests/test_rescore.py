@@ -19,7 +19,7 @@ from rewardsmith.advantages import apply_advantages
 from rewardsmith.files.parquet import read_scores_parquet
 from rewardsmith.files.scored import read_scores
 from rewardsmith.jobs.rescore import rescore
-from rewardsmith.store._model import Store
+from rewardsmith.store import Store
 
 HELPERS = Path(__file__).parent / "rescore_rewards.py"
 

@@ -15,7 +15,7 @@ from rewardsmith.files.parquet import read_scores_parquet, write_rollouts_parque
 from rewardsmith.files.scored import read_scores
 from rewardsmith.jobs.recording import import_scores
 from rewardsmith.jobs.rescore import rescore
-from rewardsmith.store._model import Store
+from rewardsmith.store import Store
 from test_rescore import base_rubric, calls, component, make_rollouts
 
 runner = CliRunner()

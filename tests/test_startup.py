@@ -133,7 +133,7 @@ def test_names_repeated_for_fast_help_match_their_sources() -> None:
     from rewardsmith.advantages import trainer_names
     from rewardsmith.cli.advantages_cmd import TRAINER_NAMES
     from rewardsmith.cli.score_cmd import DEFAULT_STORE_PATH
-    from rewardsmith.store._model import DEFAULT_STORE_PATH as STORE_DEFAULT
+    from rewardsmith.store import DEFAULT_STORE_PATH as STORE_DEFAULT
 
     assert TRAINER_NAMES == trainer_names()
     assert DEFAULT_STORE_PATH == STORE_DEFAULT

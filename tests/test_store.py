@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rewardsmith import ComponentResult, Rollout, Status, StoreError
-from rewardsmith.store._model import Store, group_result_keys
+from rewardsmith.store import Store, group_result_keys
 
 ROLLOUTS = [
     Rollout("a", "g1", "What is 2+2?", "4 #### 4", "4"),
@@ -129,7 +129,7 @@ def test_shares_the_file_with_judge_tables(tmp_path: Path) -> None:
 WRITER = textwrap.dedent("""
     import sys
     from rewardsmith import ComponentResult, Rollout
-    from rewardsmith.store._model import Store
+    from rewardsmith.store import Store
 
     path, name = sys.argv[1], sys.argv[2]
     with Store(path) as store:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from rewardsmith import ComponentResult, Rollout, Status, StoreError
+from rewardsmith.store import Store
 from rewardsmith.store._blocks import block_keys, block_positions, pack_results, unpack_results
-from rewardsmith.store._model import Store
 
 
 def _rollouts(count: int) -> list[Rollout]:
@@ -114,7 +114,7 @@ def test_a_deferred_run_reads_back_as_a_row_by_row_one(tmp_path: Path) -> None:
 
 def test_too_many_pending_results_are_settled_into_the_tables(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rewardsmith.store import _model as store_module
+    from rewardsmith.store import _results as store_module
 
     rollouts = _rollouts(23)
     deferred = _record_run(tmp_path / "d.db", rollouts, defer=True)
@@ -150,7 +150,7 @@ def test_a_killed_deferred_run_is_settled_and_reused_by_the_next_open(tmp_path: 
     script = textwrap.dedent(f"""
         import os
         from rewardsmith import Rollout
-        from rewardsmith.store._model import Store
+        from rewardsmith.store import Store
         rollouts = [Rollout(f"r{{i}}", "g", "p", f"c{{i}}") for i in range(10)]
         store = Store({str(path)!r})
         store.begin_run(rollouts, defer=True)
@@ -524,7 +524,7 @@ _KILLED_WHILE_RECORDING = """
 import multiprocessing, os, signal, sys, time
 from rewardsmith import Rollout
 from rewardsmith.store import _background as store_background
-from rewardsmith.store._model import Store
+from rewardsmith.store import Store
 store_background.MIN_ROLLOUTS = 1
 store_background._cores = lambda: 2
 rollouts = [Rollout(f"r{i}", f"g{i // 4}", "p", f"answer {i}", str(i)) for i in range(200)]
@@ -575,7 +575,7 @@ def test_rollout_blocks_are_compressed_and_older_blocks_still_read(
 
     import zstandard
 
-    from rewardsmith.store import _model as store_module
+    from rewardsmith.store import _results as store_module
 
     rollouts = _rollouts(40)
     run = _record_run(tmp_path / "s.db", rollouts, defer=True)

@@ -6,9 +6,7 @@ path."""
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
-import importlib.util
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
@@ -69,16 +67,21 @@ MOVED: dict[str, str] = {
 }
 
 
-class _MovedLoader(importlib.abc.Loader):
+# Plain classes with the protocol's methods: subclassing importlib.abc would import
+# importlib.resources at every start.
+class _MovedLoader:
     def __init__(self, new_name: str) -> None:
         self.new_name = new_name
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None  # the default module, replaced in exec_module
 
     def exec_module(self, module: ModuleType) -> None:
         # The import system returns what ``sys.modules`` holds under the old name after this.
         sys.modules[module.__name__] = importlib.import_module(self.new_name)
 
 
-class MovedModules(importlib.abc.MetaPathFinder):
+class MovedModules:
     """Finds a moved module under its old path. Placed last on ``sys.meta_path``, so it is
     asked only for names no file answers: other imports cost nothing more."""
 
@@ -87,7 +90,8 @@ class MovedModules(importlib.abc.MetaPathFinder):
         new_name = MOVED.get(fullname)
         if new_name is None:
             return None
-        return importlib.util.spec_from_loader(fullname, _MovedLoader(new_name))
+        loader: Any = _MovedLoader(new_name)  # the Loader protocol, without its import cost
+        return importlib.machinery.ModuleSpec(fullname, loader)
 
 
 def install_moved_modules() -> None:

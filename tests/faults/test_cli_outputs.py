@@ -168,7 +168,7 @@ def test_a_run_killed_with_sigkill_reads_as_killed(tmp_path: Path) -> None:
 
 def test_a_running_run_of_a_live_process_stays_running(tmp_path: Path) -> None:
     from rewardsmith import Rollout
-    from rewardsmith.store._model import Store
+    from rewardsmith.store import Store
 
     with Store(tmp_path / "run.db") as store:
         run_id = store.begin_run([Rollout("1", "g", "q", "a")])

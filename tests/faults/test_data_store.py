@@ -23,7 +23,7 @@ import pytest
 from rewardsmith import Rollout, Rubric, ScoreJob, StoreError
 from rewardsmith.judge.ledger import SCHEMA_VERSION as LEDGER_SCHEMA_VERSION
 from rewardsmith.judge.ledger import Ledger
-from rewardsmith.store._model import SCHEMA_VERSION, Store
+from rewardsmith.store import SCHEMA_VERSION, Store
 from rewardsmith.store.status_codes import STATUS_CODES, STATUS_ENCODING_VERSION, code_of, status_of
 from rewardsmith.types import ComponentResult, Status
 

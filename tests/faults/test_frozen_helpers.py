@@ -17,8 +17,8 @@ import pytest
 
 from rewardsmith import Component, Engine, Rollout, Rubric, Status
 from rewardsmith.jobs.score import ScoreJob
+from rewardsmith.store import Store
 from rewardsmith.store._background import MIN_ROLLOUTS, helper_fits
-from rewardsmith.store._model import Store
 from rewardsmith.workers._proctree import descendants
 
 REWARDS = Path(__file__).parent / "fixtures" / "long_run_rewards.py"

@@ -1,6 +1,8 @@
 """The result store: rollouts, runs and component results, keyed by content, in one SQLite file.
 
-- ``_model``: ``Store``, the one object readers and writers use.
+- ``_model``: ``Store``, the one object readers and writers use, built in layers: ``_base``
+  (the connection, transactions, numbering), ``_pending`` (blocks not yet in the tables),
+  ``_results`` (look-ups and records); ``_schema`` holds the tables and the rows read back.
 - ``_deferred``: ``RecordingRun``, a run while it is recorded: the handle the engine's cache
   and the run recorder hold.
 - ``_blocks``: a run's records held as blocks until they are needed (the fast path).
@@ -17,19 +19,25 @@ from .._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from ._deferred import RecordingRun
-    from ._model import (
+    from ._model import Store
+    from ._schema import (
         DEFAULT_STORE_PATH,
+        SCHEMA_VERSION,
         ContentCache,
         Members,
         RunInfo,
-        Store,
         StoredCell,
         StoreFileChanged,
         group_result_keys,
     )
 
-__all__ = ["ContentCache", "DEFAULT_STORE_PATH", "Members", "RunInfo", "Store", "StoredCell",
-           "StoreFileChanged", "group_result_keys", "RecordingRun"]
+_HOMES = {
+    "Store": "._model",
+    "RecordingRun": "._deferred",
+    **dict.fromkeys(["ContentCache", "DEFAULT_STORE_PATH", "Members", "RunInfo", "SCHEMA_VERSION",
+                     "StoreFileChanged", "StoredCell", "group_result_keys"], "._schema"),
+}
+__all__ = ["ContentCache", "DEFAULT_STORE_PATH", "Members", "RecordingRun", "RunInfo",
+           "SCHEMA_VERSION", "Store", "StoreFileChanged", "StoredCell", "group_result_keys"]
 
-__getattr__ = lazy_getattr(__name__, {**dict.fromkeys(__all__, "._model"),
-                                       "RecordingRun": "._deferred"}, globals())
+__getattr__ = lazy_getattr(__name__, _HOMES, globals())
