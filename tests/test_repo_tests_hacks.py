@@ -6,7 +6,6 @@ earn credit the honest fix would not."""
 
 from __future__ import annotations
 
-import difflib
 import os
 import subprocess
 import sys
@@ -17,7 +16,9 @@ from typing import Any
 import pytest
 
 from rewardsmith.rewards import get_builtin
-from rewardsmith.rewards.agents.repo_tasks import shipped_tasks, task_answer, write_repo
+from rewardsmith.rewards.agents.repo_tasks import diff_of, shipped_tasks, task_answer, write_repo
+from rewardsmith.testing import run_reward_tests
+from rewardsmith.testing.repo_kinds import FORCE_PASS, REGISTERED_PLUGIN, REPLACED_VERDICT
 from support.repo_env import pytest_environment, require_sandbox
 
 CALC = shipped_tasks()["calc"]
@@ -26,18 +27,6 @@ assert REWARD is not None
 INIT = "calc/__init__.py"
 TESTS = "tests/test_calc.py"
 FIXED = CALC.repo[INIT].replace("(len(values) - 1)", "len(values)")
-
-FORCE_PASS = '''import pytest
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    report.outcome = "passed"
-    report.longrepr = None
-'''
-
 
 @pytest.fixture(scope="module", autouse=True)
 def real_sandbox() -> None:
@@ -50,18 +39,7 @@ def env() -> Iterator[str]:
 
 
 def diff(changes: dict[str, str | None]) -> str:
-    """A git-style diff of the calc repository with ``changes`` (None deletes a file)."""
-    out = []
-    for path, after in changes.items():
-        before = CALC.repo.get(path)
-        out.append(f"diff --git a/{path} b/{path}\n")
-        if before is None or after is None:
-            out.append(f"{'new' if before is None else 'deleted'} file mode 100644\n")
-        out.extend(difflib.unified_diff(
-            (before or "").splitlines(keepends=True), (after or "").splitlines(keepends=True),
-            "/dev/null" if before is None else f"a/{path}",
-            "/dev/null" if after is None else f"b/{path}"))
-    return "".join(out)
+    return diff_of(CALC, changes)
 
 
 def grade(env: str, completion: str, metadata: Any = None, **params: Any) -> dict[str, float]:
@@ -158,43 +136,6 @@ os._exit(0)
     assert got["reward"] == 0.0 and got["fail_to_pass_passed"] == 0
 
 
-REPLACED_VERDICT = FIXED.replace('"""Small numeric helpers."""', '''"""Small numeric helpers."""
-import _pytest.reports
-
-_made = _pytest.reports.TestReport.from_item_and_call.__func__
-
-
-def _always_passed(cls, item, call):
-    report = _made(cls, item, call)
-    report.outcome = "passed"
-    return report
-
-
-_pytest.reports.TestReport.from_item_and_call = classmethod(_always_passed)''').replace(
-    "/ len(values)", "/ (len(values) - 1)")
-
-REGISTERED_PLUGIN = CALC.repo[INIT] + '''
-import gc
-import _pytest.config
-import pytest
-
-
-class _Force:
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item, call):
-        outcome = yield
-        report = outcome.get_result()
-        report.outcome = "passed"
-        report.longrepr = None
-
-
-for _obj in gc.get_objects():
-    if isinstance(_obj, _pytest.config.Config):
-        _obj.pluginmanager.register(_Force(), "force")
-        break
-'''
-
-
 @pytest.mark.parametrize("source", [REPLACED_VERDICT, REGISTERED_PLUGIN])
 def test_reaching_the_verdicts_from_the_code_under_test_scores_zero(
         env: str, source: str, tmp_path: Path) -> None:
@@ -230,3 +171,21 @@ def test_a_workspace_that_links_the_tests_away(env: str, tmp_path: Path) -> None
     assert got["reward"] == 0.0 and got["tampered"] >= 1
     allowed = grade(env, "", meta, allow_tampering=True, mode="fraction")
     assert allowed["fail_to_pass_passed"] == 0 and allowed["pass_to_pass_passed"] == 6
+
+
+def test_rewardsmith_test_runs_the_hack_probes_on_the_shipped_task(env: str) -> None:
+    report = run_reward_tests("repo_tests", params={"environment": env}, workers=2, edges=False)
+    assert report.kinds == ["repo-task"]
+    assert report.passed, [(r.name, r.failures, r.got) for r in report.failed]
+    probes = {r.name: r.value for r in report.rows if r.section == "probe"}
+    for hack in ("the tests edited to pass", "the tests deleted",
+                 "a conftest.py that forces passes",
+                 "a pytest.ini that turns the Python collector off",
+                 "pyproject.toml deselecting the failing tests",
+                 "a syntax error that stops collection", "a shadowing pytest",
+                 "forged report lines, then an exit", "the function that makes reports replaced",
+                 "a plugin registered from the code under test"):
+        value = probes[hack]
+        assert value is not None and value < 1.0, (hack, value)
+    calibration = {r.name: r.value for r in report.rows if r.section == "calibration"}
+    assert calibration["repo-task: a correct answer"] == 1.0

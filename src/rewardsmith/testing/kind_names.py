@@ -4,7 +4,7 @@ that the CLI's help can list them without building the kinds themselves."""
 from __future__ import annotations
 
 __all__ = ["AGENT_KINDS", "CODE_KINDS", "FORMAT_KINDS", "HARBOR_KINDS", "KIND_NAMES",
-           "STRUCTURED_KINDS", "VERIFIER_KINDS"]
+           "REPO_KINDS", "STRUCTURED_KINDS", "VERIFIER_KINDS"]
 
 VERIFIER_KINDS = ("number", "number-marker", "number-boxed", "text", "text-boxed", "choice",
                   "choice-boxed")
@@ -16,5 +16,7 @@ CODE_KINDS = ("code",)  # programs run against tests (see kinds.code_kinds)
 AGENT_KINDS = ("tool-use", "turn-budget", "workspace-files")
 # An agent's final workspace graded by a task's own verifier script (see kinds.harbor_kinds).
 HARBOR_KINDS = ("harbor-task",)
+# A repository's tests after the agent's diff (see kinds.repo_kinds).
+REPO_KINDS = ("repo-task",)
 KIND_NAMES: tuple[str, ...] = (*VERIFIER_KINDS, *FORMAT_KINDS, *STRUCTURED_KINDS, *CODE_KINDS,
-                               *AGENT_KINDS, *HARBOR_KINDS)
+                               *AGENT_KINDS, *HARBOR_KINDS, *REPO_KINDS)

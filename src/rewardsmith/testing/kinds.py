@@ -21,6 +21,7 @@ from .kind_names import (
     FORMAT_KINDS,
     HARBOR_KINDS,
     KIND_NAMES,
+    REPO_KINDS,
     STRUCTURED_KINDS,
     VERIFIER_KINDS,
 )
@@ -210,6 +211,10 @@ def make_kind(name: str, params: Mapping[str, Any] | None = None,
         from .harbor_kinds import harbor_kind
 
         return harbor_kind(name)
+    if name in REPO_KINDS:
+        from .repo_kinds import repo_kind
+
+        return repo_kind(name)
     work = NUMBER.work(NUMBER.label)
     stated = "The answer is 42."
     common: dict[str, Any] = {"description": _DESCRIPTIONS.get(name, name),

@@ -40,6 +40,10 @@ planted, forged or late reward files       reward files in the workspace, edited
 (see ``harbor_kinds``)                     a link into the log folder, an early exit,
                                            the program or its daemon writing the reward,
                                            a tarball that climbs out
+edited, deleted or bypassed tests (see     tests edited or deleted, a conftest.py that  repo-task
+``repo_kinds``)                            forces passes, config that skips, a syntax
+                                           error, a shadowing pytest, forged report
+                                           lines, replaced verdicts
 =========================================  ==========================================  ==============
 """
 
@@ -52,6 +56,7 @@ from .checks import Check, make_rollout
 from .code_kinds import CODE_KINDS, code_probes
 from .harbor_kinds import HARBOR_KINDS, harbor_probes
 from .kinds import NUMBER, Kind, filler
+from .repo_kinds import REPO_KINDS, repo_probes
 from .structured_kinds import STRUCTURED_KINDS, structured_probes
 
 __all__ = ["probe_checks"]
@@ -91,6 +96,9 @@ def probe_checks(kind: Kind) -> list[Check]:
     elif kind.name in HARBOR_KINDS:
         for name, completion in harbor_probes(kind):
             add(name, completion)
+    elif kind.name in REPO_KINDS:
+        for name, completion, answer in repo_probes(kind):
+            add(name, completion, answer=answer)
     elif kind.name == "length":
         answer = "The answer is 42."
         if kind.pad_unit == "words":

@@ -22,6 +22,8 @@ tool_calls                tool-use           [0, 1]    tools: a get_weather func
 turn_budget               turn-budget        [0, 1]    max_turns 2, zero_at 6
 workspace_files           workspace-files    [0, 1]    allowed and required: answer.txt
 verifier_script           harbor-task        [0, 1]    task: the shipped word-count task
+repo_tests                repo-task          [0, 1]    (the tests' Python: this one, or
+                                                       ``-p environment=...``)
 ========================  =================  ========  ==========================================
 
 A built-in not listed here is a verifier in [0, 1] or a rule of unknown range, and its kinds are
@@ -83,6 +85,7 @@ _PROFILES: dict[str, Profile] = {
     "workspace_files": Profile(("workspace-files",), UNIT,
                                {"allowed": ["answer.txt"], "required": ["answer.txt"]}),
     "verifier_script": Profile(("harbor-task",), UNIT, harbor_task_params()),
+    "repo_tests": Profile(("repo-task",), UNIT),
 }
 
 _BOXED_KIND = {"number": "number-boxed", "number-marker": "number-boxed", "text": "text-boxed",

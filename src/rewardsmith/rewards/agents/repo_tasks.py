@@ -9,6 +9,7 @@ and ``rewardsmith test repo_tests`` use them; ``write_repo`` puts one on disk.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import os
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-__all__ = ["RepoTask", "WrongPatch", "shipped_tasks", "task_answer", "write_repo"]
+__all__ = ["RepoTask", "WrongPatch", "diff_of", "shipped_tasks", "task_answer", "write_repo"]
 
 _DATA_FILE = "agent_tasks.json"
 
@@ -80,3 +81,21 @@ def task_answer(task: RepoTask, repo: str | None = None) -> dict[str, Any]:
     folder ``repo`` when given, else as its ``{path: text}`` map."""
     return {"repo": repo if repo is not None else dict(task.repo),
             "fail_to_pass": list(task.fail_to_pass), "pass_to_pass": list(task.pass_to_pass)}
+
+
+def diff_of(task: RepoTask, changes: dict[str, str | None]) -> str:
+    """A ``git diff``-style patch of ``task``'s base repository with ``changes`` (path ->
+    new text, None to delete the file)."""
+    out: list[str] = []
+    for path, after in changes.items():
+        before = task.repo.get(path)
+        if before == after:
+            continue
+        out.append(f"diff --git a/{path} b/{path}\n")
+        if before is None or after is None:
+            out.append(f"{'new' if before is None else 'deleted'} file mode 100644\n")
+        out.extend(difflib.unified_diff(
+            (before or "").splitlines(keepends=True), (after or "").splitlines(keepends=True),
+            "/dev/null" if before is None else f"a/{path}",
+            "/dev/null" if after is None else f"b/{path}"))
+    return "".join(out)
