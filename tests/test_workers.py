@@ -11,7 +11,7 @@ from typing import Any
 import cloudpickle
 import pytest
 
-from rewardsmith.workers._pool import ERROR, OK, TIMEOUT, WorkerPool, dumps_fast
+from rewardsmith.workers import ERROR, OK, TIMEOUT, WorkerPool, dumps_fast
 
 # The programs below are defined here, so they travel to the workers by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -1,6 +1,9 @@
 """The process pool: reward calls in worker processes with hard time and memory limits.
 
 - ``_pool``: ``WorkerPool``, the parent's side: batches, deadlines, kills, replacements.
+- ``_batches``: what travels between the pool and a worker (jobs, results, programs).
+- ``_processes``: how worker processes start; ``_spare``: a replacement started ahead of need.
+- ``_health``: a worker near its memory limit, or frozen.
 - ``_child``: what runs inside a worker process.
 - ``_resultlog``: what a worker finished, in memory shared with the parent, so a crash never
   runs a finished call again.
@@ -14,29 +17,29 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from ._child import LateResult
-    from ._pool import (
-        DEFAULT_MEMORY_LIMIT_MB,
-        ERROR,
+    from ._batches import BatchResult, CallTimeout, Outcome
+    from ._child import ERROR, OK, TIMEOUT, LateResult, format_exception
+    from ._pool import DEFAULT_MEMORY_LIMIT_MB, WorkerPool
+    from ._processes import (
         FORKSERVER_PRELOAD,
-        OK,
-        TIMEOUT,
-        BatchResult,
-        CallTimeout,
-        Outcome,
-        WorkerDied,
-        WorkerPool,
         default_worker_count,
         dumps_fast,
-        format_exception,
         process_context,
         start_without_main,
     )
 
-__all__ = ["BatchResult", "CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK", "ERROR",
-           "TIMEOUT", "default_worker_count", "format_exception", "DEFAULT_MEMORY_LIMIT_MB",
-           "FORKSERVER_PRELOAD", "dumps_fast", "process_context", "start_without_main",
-           "LateResult"]
+_HOMES = {
+    "WorkerPool": "._pool", "DEFAULT_MEMORY_LIMIT_MB": "._pool",
+    "BatchResult": "._batches", "CallTimeout": "._batches", "Outcome": "._batches",
+    "ERROR": "._child", "OK": "._child", "TIMEOUT": "._child", "LateResult": "._child",
+    "format_exception": "._child",
+    "FORKSERVER_PRELOAD": "._processes", "default_worker_count": "._processes",
+    "dumps_fast": "._processes", "process_context": "._processes",
+    "start_without_main": "._processes",
+}
 
-__getattr__ = lazy_getattr(__name__, {**dict.fromkeys(__all__, "._pool"),
-                                       "LateResult": "._child"}, globals())
+__all__ = ["BatchResult", "CallTimeout", "DEFAULT_MEMORY_LIMIT_MB", "ERROR", "FORKSERVER_PRELOAD",
+           "LateResult", "OK", "Outcome", "TIMEOUT", "WorkerPool", "default_worker_count",
+           "dumps_fast", "format_exception", "process_context", "start_without_main"]
+
+__getattr__ = lazy_getattr(__name__, _HOMES, globals())

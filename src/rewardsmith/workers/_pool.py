@@ -26,27 +26,32 @@ What a pool guarantees (the worker's side is ``rewardsmith.workers._child``):
 
 from __future__ import annotations
 
-import array
 import contextlib
 import functools
-import io
-import multiprocessing
-import multiprocessing.connection
-import multiprocessing.spawn
 import os
 import pickle
 import queue
 import struct
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import cloudpickle
 
 from rewardsmith.errors import LoadError
+from rewardsmith.workers._batches import (
+    BatchResult,
+    CallTimeout,
+    Outcome,
+    _Ahead,
+    _Apply,
+    _extra,
+    _Job,
+    _nothing,
+    _Worker,
+)
 from rewardsmith.workers._child import (
     ERROR,
     HALF,
@@ -62,6 +67,23 @@ from rewardsmith.workers._child import (
     worker_main,
     worker_tag,
 )
+from rewardsmith.workers._health import (
+    _FROZEN_SECONDS,
+    _HELD_BEFORE,
+    _HELD_SHARE,
+    _NEVER_STARTED,
+    _OVER_MEMORY,
+    _SHARE_AT_LEAST,
+    _FrozenWatch,
+    _near_memory_limit,
+)
+from rewardsmith.workers._processes import (
+    WARM_UP_SECONDS,
+    default_worker_count,
+    dumps_fast,
+    process_context,
+    start_without_main,
+)
 from rewardsmith.workers._proctree import (
     kill_tagged,
     kill_tree,
@@ -71,159 +93,21 @@ from rewardsmith.workers._resultlog import (
     LOG_BYTES,
     read_log,
 )
+from rewardsmith.workers._spare import (
+    _Spare,
+)
 
-__all__ = ["BatchResult", "CallTimeout", "WorkerDied", "WorkerPool", "Outcome", "OK",
-           "ERROR", "TIMEOUT", "default_worker_count", "format_exception",
-           "DEFAULT_MEMORY_LIMIT_MB", "FORKSERVER_PRELOAD", "dumps_fast", "process_context",
-           "start_without_main"]
+__all__ = ["WorkerPool", "DEFAULT_MEMORY_LIMIT_MB"]
 
-Outcome = tuple[int, Any]  # (OK, value) | (ERROR, message) | (TIMEOUT, message)
 
 _POLL_SECONDS = 0.01
 _SLOT_INDEX, _SLOT_START, _SLOT_BATCH, _SLOT_SIZE = SLOT_INDEX, SLOT_START, SLOT_BATCH, SLOT_SIZE
 _HALF, _IN_BUFFER = HALF, IN_BUFFER
-# What the fork server imports once, so that each process it starts begins warm.
-FORKSERVER_PRELOAD = ["rewardsmith.workers._pool", "rewardsmith.workers._child", "rewardsmith.rewards"]
 # A call's worker may hold this much resident memory (MB) unless the rubric says otherwise.
 DEFAULT_MEMORY_LIMIT_MB = 2048
-# How long a worker may take to load a rubric's rewards and run their warm-up hooks (a reward
-# function's ``warmup`` attribute), outside every call's own time limit.
-WARM_UP_SECONDS = 600.0
-
-
-class CallTimeout(Exception):
-    """A call ran past its timeout; its worker process was killed."""
-
-
-class WorkerDied(Exception):
-    """A worker process exited while running a call (a crash in native code, os._exit, OOM)."""
-
-
-def default_worker_count() -> int:
-    """The cores this process may use (respects taskset/cgroup affinity), at most 8."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(8, cores))
 
 
 # ---------------------------------------------------------------- parent side
-
-
-class AsyncProgram(Protocol):
-    """A program whose calls are coroutines, run concurrently in a worker's event loop."""
-
-    def rows(self, shared: Any) -> Any:
-        """What ``start`` reads, built once per batch from its shared payload."""
-
-    def start(self, item: Any, rows: Any) -> Awaitable[Any]:
-        """The call for ``item``, not yet awaited."""
-
-    def finish(self, item: Any, value: Any) -> Any:
-        """The call's return value in the form sent back to the parent."""
-
-
-_spawn_lock = threading.Lock()
-
-
-def process_context(start_method: str | None = None) -> Any:
-    """The multiprocessing context helper processes start from: the fork server where there is
-    one (processes that replace killed workers then start warm), else spawn; never plain fork,
-    which is unsafe in a process with threads."""
-    method = start_method or ("forkserver" if "forkserver" in
-                              multiprocessing.get_all_start_methods() else "spawn")
-    context = multiprocessing.get_context(method)
-    if method == "forkserver":
-        context.set_forkserver_preload(FORKSERVER_PRELOAD)
-    return context
-
-
-def start_without_main(process: Any) -> None:
-    """Start ``process`` without running the parent's ``__main__`` in it.
-
-    multiprocessing re-imports the parent's main script in each new process (``spawn`` and
-    ``forkserver``). A script without an ``if __name__ == "__main__":`` guard then runs again
-    in every worker, and a script read from stdin cannot be found at all. Workers never need
-    it: rewards travel by import path or by value (cloudpickle), so the main module is left out
-    of what the new process is told to prepare.
-    """
-    original = multiprocessing.spawn.get_preparation_data
-
-    def preparation_data(name: str) -> dict[str, Any]:
-        data = original(name)
-        data.pop("init_main_from_path", None)
-        data.pop("init_main_from_name", None)
-        return data
-
-    with _spawn_lock:
-        multiprocessing.spawn.get_preparation_data = preparation_data
-        try:
-            process.start()
-        finally:
-            multiprocessing.spawn.get_preparation_data = original
-
-
-def dumps_fast(message: Any) -> bytes:
-    """Pickle without the memo: several times faster for many distinct strings (the texts of a
-    batch); a repeated object is written again instead of referenced. Cyclic data, which the
-    memo-less mode refuses, is pickled the usual way."""
-    buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.fast = True
-    try:
-        pickler.dump(message)
-    except ValueError:
-        return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    return buffer.getvalue()
-
-
-@dataclass
-class BatchResult:
-    """What a batch returned: ``values[i]`` for call i, unless ``failures`` holds call i.
-
-    ``values`` is a list, or an ``array('d')`` when a batch run by segments returned nothing
-    but finite floats.
-    """
-
-    values: list[Any] | array.array[float]
-    failures: dict[int, Outcome]
-
-    def outcome(self, index: int) -> Outcome:
-        return self.failures.get(index) or (OK, self.values[index])
-
-    def outcomes(self) -> list[Outcome]:
-        return [self.outcome(i) for i in range(len(self.values))]
-
-
-@dataclass
-class _Job:
-    key: str
-    items: Sequence[Any]
-    limits: Sequence[float]
-    shared: Any
-    future: Future[BatchResult]
-    memory: Sequence[float] | None = None  # MB per call
-    concurrency: int = 0  # > 0: async calls, this many at once in the worker
-    # A share of another job's calls, offered to idle workers: run by whichever driver takes
-    # this lock first (its owner takes it back if no other driver has).
-    claim: threading.Lock | None = None
-
-    def claimed(self) -> bool:
-        """Take this job for the calling driver; False when another driver has it."""
-        return self.claim is None or self.claim.acquire(blocking=False)
-
-
-@dataclass
-class _Worker:
-    process: Any
-    conn: multiprocessing.connection.Connection
-    slot: Any
-    known: set[str] = field(default_factory=set)
-    buffer: Any = None  # shared with the process: two halves of _HALF bytes
-    log: Any = None  # shared with the process: the result log of its current batch
-    sent: int = 0  # batches sent to this process
-    halves_used: list[int] = field(default_factory=list)  # halves of batches not yet answered
 
 
 class WorkerPool:
@@ -674,161 +558,3 @@ class WorkerPool:
         return index, (ERROR, f"the worker process died while running this call (exit code {code})")
 
 
-_OVER_MEMORY = "exceeded the memory limit"
-# Sync calls left in a batch after a kill are shared with other workers from this many on.
-_SHARE_AT_LEAST = 64
-# A worker that held this share of the limit when a call began had it from earlier calls.
-_HELD_SHARE = 0.5
-_HELD_BEFORE = ", most of it held before this call began"
-# A worker holding this share of its calls' smallest memory limit after a batch is replaced.
-_RECYCLE_SHARE = 0.75
-
-
-def _near_memory_limit(worker: _Worker, memory: Sequence[float] | None) -> bool:
-    if not memory:
-        return False
-    limits = getattr(memory, "_limits", memory)  # a ColumnLimits: its few distinct limits
-    pid = worker.process.pid
-    used = resident_bytes(pid) if pid is not None else None
-    return used is not None and used > _RECYCLE_SHARE * min(limits) * (1 << 20)
-
-
-# A batch whose worker was frozen before it began: it is sent to a fresh worker.
-_NEVER_STARTED = -2
-# How long a worker may sit stopped (SIGSTOP) before a batch it holds has begun. (Once a call
-# has begun, its own time limit counts, stopped or not.)
-_FROZEN_SECONDS = 2.0
-
-
-class _FrozenWatch:
-    """Whether a worker has been stopped for ``_FROZEN_SECONDS``; ``/proc`` is read at most
-    every half second, so the wait for a reply stays cheap."""
-
-    def __init__(self) -> None:
-        self.checked = time.monotonic()
-        self.since: float | None = None
-
-    def frozen(self, pid: int | None) -> bool:
-        now = time.monotonic()
-        if pid is None or now - self.checked < 0.5:
-            return False
-        self.checked = now
-        if not _stopped(pid):
-            self.since = None
-            return False
-        self.since = self.since if self.since is not None else now
-        return now - self.since >= _FROZEN_SECONDS
-
-
-def _stopped(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"t")
-    except (OSError, IndexError):
-        return False
-
-
-def _extra(job: _Job, pending: list[int] | None, concurrency: int) -> Any:
-    """What an async batch adds to its message: each call's time limit and the concurrency."""
-    if job.concurrency <= 0:
-        return None
-    limits = list(job.limits) if pending is None else [job.limits[i] for i in pending]
-    return (limits, concurrency)
-
-
-class _Spare:
-    """A worker started ahead of need, so that a killed worker is replaced at once.
-
-    Only a driver that has had to replace a worker keeps one: a run without faults starts no
-    extra process. The spare starts in a thread of its own and loads every registered program,
-    so the time a replacement takes (a fork, loading the reward) is spent off the critical path.
-    """
-
-    def __init__(self, pool: WorkerPool):
-        self.pool = pool
-        self.future: Future[_Worker] | None = None
-        self.free: list[_Worker] = []  # dead workers whose shared blocks can be used again
-
-    def replace(self, dead: _Worker) -> _Worker:
-        """A worker to take over from ``dead`` (killed and reaped)."""
-        worker: _Worker | None = None
-        if self.future is not None:
-            try:
-                worker = self.future.result()
-            except Exception:  # noqa: BLE001 - start one the usual way below
-                worker = None
-            self.future = None
-            if worker is not None and not worker.process.is_alive():
-                self.pool._kill(worker, replaced=False)
-                worker = None
-        if worker is None:
-            worker = self.pool._spawn(dead)
-        else:
-            self.free.append(dead)
-        self._prepare_next()
-        return worker
-
-    def _prepare_next(self) -> None:
-        future: Future[_Worker] = Future()
-        dead = self.free.pop() if self.free else None
-        programs = dict(self.pool._programs)
-
-        def start() -> None:
-            try:
-                worker = self.pool._spawn(dead)
-                for key, blob in programs.items():
-                    worker.conn.send_bytes(pickle.dumps(("register", key, blob)))
-                    if not worker.conn.poll(WARM_UP_SECONDS):
-                        self.pool._kill(worker, replaced=False)
-                        raise TimeoutError("loading the reward took too long")
-                    reply = pickle.loads(worker.conn.recv_bytes())
-                    if reply[2] is None:
-                        worker.known.add(key)
-                future.set_result(worker)
-            except BaseException as exc:  # noqa: BLE001 - the driver starts one itself
-                future.set_exception(exc)
-
-        threading.Thread(target=start, name="rewardsmith-spare", daemon=True).start()
-        self.future = future
-
-    def close(self) -> None:
-        if self.future is None:
-            return
-        try:
-            worker = self.future.result(timeout=30)
-        except Exception:  # noqa: BLE001 - nothing started, nothing to stop
-            return
-        with contextlib.suppress(Exception):
-            worker.conn.send_bytes(pickle.dumps(("stop",)))
-        worker.process.join(timeout=1)
-        self.pool._kill(worker, replaced=False)
-
-
-class _Ahead:
-    """The job a driver took from the queue before its current one finished."""
-
-    def __init__(self) -> None:
-        self.job: _Job | None = None
-        self.worker: _Worker | None = None  # the worker it was sent to, if sent
-        self.stop = False  # the pool is closing: stop after the current job
-
-    def take(self, worker: _Worker | None) -> tuple[_Job | None, bool]:
-        """The job, and whether ``worker`` (alive) already has all of it."""
-        job, target = self.job, self.worker
-        sent = target is not None and target is worker and worker.process.is_alive()
-        self.job, self.worker = None, None
-        return job, sent
-
-
-def _nothing() -> None:
-    return None
-
-
-class _Apply:
-    """A program that calls ``func(*args)`` for each item ``args``."""
-
-    def __init__(self, func: Callable[..., Any]):
-        self.func = func
-
-    def __call__(self, args: tuple[Any, ...], shared: Any) -> Any:
-        return self.func(*args)
