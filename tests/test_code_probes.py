@@ -54,6 +54,24 @@ def test_each_language_has_its_own_probes() -> None:
     assert code_kind({"language": "fortran"}).language == "python"
 
 
+def test_a_memory_probe_scores_the_same_however_it_fails() -> None:
+    # V8 aborts under a tight RLIMIT_DATA (128 MB here) and catches the failed allocation
+    # under a looser one: both are the probe failing, and must score alike, or a second
+    # scoring that fails the other way reads as non-determinism.
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    from rewardsmith.rewards.code import code
+
+    probe = dict((name, program) for name, program, *_ in
+                 code_probes(code_kind({"language": "javascript"})))
+    completion = probe["buffers held outside the heap past the limit"]
+    tests = code_kind({"language": "javascript"}).label
+    aborted = code(completion, tests, language="javascript", memory_limit=128)
+    caught = code(completion, tests, language="javascript", memory_limit=256)
+    assert aborted["runtime_errors"] == 3.0, aborted  # the abort did happen
+    assert aborted["reward"] == caught["reward"] == 0.0, (aborted, caught)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("language", ["cpp", "javascript"])
 def test_other_languages_pass_every_check(language: str) -> None:

@@ -127,6 +127,9 @@ _BREAK_WORK = ("import os\nfor step in (lambda: os.rename('/tmp/rs-work', '/tmp/
 _FORGED = ("import os\nos.write(3, b'{\"value\": ' + b'[' * 5000 + b']' * 5000 + b'}')\n"
            "os._exit(0)\n")
 _HUGE = "def add(a, b):\n    return 10 ** 400\n"
+# The memory probes print -1, which no test expects, when they could not hold the memory:
+# however they fail (an error caught, a kill, an abort, a timeout) they score 0, so a second
+# scoring agrees with the first. (A 0 passed the "-7 7" test only where the failure was caught.)
 _HOLD = ("import os\nheld = 0\nchunk = b'x' * (10 << 20)\n"
          "def hold(open_one):\n    global held\n"
          "    try:\n        while held < 1200:\n            open_one(held)\n"
@@ -137,7 +140,7 @@ _HOLD = ("import os\nheld = 0\nchunk = b'x' * (10 << 20)\n"
          "def memfd(n):\n    fd = os.memfd_create('h')\n    os.write(fd, chunk)\n"
          "    fds.append(fd)\n"
          "for way in (shm, tmp, memfd):\n    hold(way)\n"
-         "a, b = map(int, input().split())\nprint(a + b if held >= 1200 else 0)\n")
+         "a, b = map(int, input().split())\nprint(a + b if held >= 1200 else -1)\n")
 _CPP_HOLD = ("#include <cstdio>\n#include <iostream>\nint main() {\n"
              "  static char chunk[10 << 20];\n  int held = 0;\n"
              "  for (int n = 0; n < 120; ++n) {\n"
@@ -146,7 +149,7 @@ _CPP_HOLD = ("#include <cstdio>\n#include <iostream>\nint main() {\n"
              "    if (!f || std::fwrite(chunk, 1, sizeof chunk, f) != sizeof chunk) break;\n"
              "    std::fclose(f); held += 10;\n  }\n"
              "  long long a, b; std::cin >> a >> b;\n"
-             "  std::cout << (held >= 1200 ? a + b : 0) << std::endl;\n}\n")
+             "  std::cout << (held >= 1200 ? a + b : -1) << std::endl;\n}\n")
 _CONSTEXPR = ("#include <iostream>\nconstexpr long long spin() {\n  long long s = 0;\n"
               "  for (long long i = 0; i < 200000; ++i)\n"
               "    for (long long j = 0; j < 200000; ++j) s += i ^ j;\n  return s;\n}\n"
@@ -156,7 +159,7 @@ _CONSTEXPR = ("#include <iostream>\nconstexpr long long spin() {\n  long long s 
 _JS_HOLD = ("const held = [];\ntry { for (let i = 0; i < 120; i++) "
             "held.push(Buffer.alloc(10 << 20, 1)); } catch (e) {}\n"
             "const [a, b] = require('fs').readFileSync(0, 'utf8').trim().split(/\\s+/)"
-            ".map(Number);\nconsole.log(held.length >= 120 ? a + b : 0);\n")
+            ".map(Number);\nconsole.log(held.length >= 120 ? a + b : -1);\n")
 
 _LANGUAGE_PROBES: dict[str, list[tuple[str, str]]] = {
     "python": [("the first example's output, always", "print(3)\n"),
