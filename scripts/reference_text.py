@@ -296,4 +296,20 @@ BUILTIN_PARAMS: dict[tuple[str, str], str] = {
     "weighted mean of its named numbers (a missing name counts 0).",
     ("verifier_script", "image"): "The container image (container sandbox) when the task "
     "names none.",
+    ("repo_tests", "mode"): "`resolved`: 1.0 only when every fail_to_pass and pass_to_pass "
+    "test passes (SWE-bench's metric); `fraction`: the share of them that pass.",
+    ("repo_tests", "environment"): "The Python the tests run in (a virtualenv or an "
+    "interpreter with pytest, mounted read-only); default: the one running rewardsmith. It must "
+    "be readable by everyone when rewardsmith runs as root.",
+    ("repo_tests", "time_limit"): "Seconds for the whole test run; past it the sandbox is "
+    "killed, tests not reported fail, metric `timeouts`.",
+    ("repo_tests", "memory_limit"): "MB for the run: everything it starts and the workspace's "
+    "tmpfs (and the largest workspace read).",
+    ("repo_tests", "sandbox"): "`bubblewrap`, or `none` (no isolation: only for workspaces "
+    "you trust).",
+    ("repo_tests", "allow_tampering"): "Score a rollout that changed a protected path "
+    "(the change is still undone); by default it is 0 with metric `tampered`.",
+    ("repo_tests", "plugins"): "pytest plugins (module names) loaded with `-p`.",
+    ("repo_tests", "autoload_plugins"): "Let pytest load every plugin installed in the "
+    "environment (off by default: only `plugins` are loaded).",
 }

@@ -128,8 +128,7 @@ def _run_unsandboxed(job: WorkspaceJob, runtime: Runtime) -> WorkspaceResult:
     try:
         argv = [runtime.python, *runtime.flags, "-c", job.program]
         return _run(argv, job, None, env={"PATH": "/usr/bin:/bin", "HOME": work,
-                                          "LANG": "C.UTF-8", "REWARDSMITH_WORK": work},
-                    cwd=work)
+                                          "LANG": "C.UTF-8"}, cwd=work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

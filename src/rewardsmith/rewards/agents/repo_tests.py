@@ -192,8 +192,9 @@ def repo_tests(
     plugins: Sequence[str] = (),
     autoload_plugins: bool = False,
 ) -> dict[str, float]:
-    """Repository tests: the task's fail_to_pass and pass_to_pass tests pass in the agent's
-    repository (a diff applied to the base, or its workspace), run with pytest in a sandbox."""
+    """The task's fail_to_pass and pass_to_pass tests pass in the agent's repository, sandboxed.
+
+    The repository is the completion's diff applied to the base, or ``metadata.workspace``."""
     if mode not in MODES:
         raise ValueError(f"mode {mode!r} must be one of {', '.join(MODES)}")
     task = parse_task(answer)

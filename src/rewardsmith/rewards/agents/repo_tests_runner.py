@@ -201,7 +201,7 @@ def watched_functions() -> list[tuple[Any, str, Any]]:
 def main() -> None:
     stdin = sys.stdin.buffer
     header = json.loads(stdin.readline().decode("utf-8"))
-    root = os.path.join(os.environ.get("REWARDSMITH_WORK") or "/tmp", "work")
+    root = os.path.join(os.getcwd(), "work")  # the sandbox's /tmp, or the host's scratch folder
     try:
         os.mkdir(root)
         unpack(read_exactly(stdin, int(header["base_bytes"])), root)
