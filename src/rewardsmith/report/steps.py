@@ -21,7 +21,7 @@ import numpy as np
 from ..analysis.scored_input import ScoredLine, read_scored
 from ..errors import ConfigError, InputError
 from ..files import read_jsonl
-from ..tabular import is_parquet
+from ..files.parquet import is_parquet
 from ..tracking.stats import StepStats
 
 __all__ = ["StepCurve", "StepRow", "carries_steps", "curve_for", "step_curve"]
