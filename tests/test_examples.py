@@ -22,6 +22,9 @@ EXPECTED = {
     "code_sandbox.py": ["loops       reward 0.00  status ok  passed 0/3  timeouts 1  skipped 2",
                         "the host's port was never reached; the key never entered the sandbox"],
     "judge_local.py": ["judge calls: first run 6, second run 0 (replayed)"],
+    "agent_repo_tests.py": ["fixed        reward 1.00  status ok  fail_to_pass 2/2  pass_to_pass "
+                            "6/6  tampered 0  patch_failed 0",
+                            "edited tests and a forcing conftest.py earned nothing"],
     "harbor_verifier.py": ["linked         reward 0.20  status ok  passed 1/5  links removed 1",
                            "planted reward files and a link into the log folder earned nothing"],
     "flyte_reward.py": ["judge calls: 6 for 6 trajectories"],
@@ -52,7 +55,7 @@ def test_every_example_is_tested() -> None:
 
 @pytest.mark.parametrize("script", sorted(EXPECTED))
 def test_example_runs_and_checks_itself(script: str, tmp_path: Path) -> None:
-    if script in ("code_sandbox.py", "harbor_verifier.py") and \
+    if script in ("code_sandbox.py", "harbor_verifier.py", "agent_repo_tests.py") and \
             os.environ.get("REWARDSMITH_SKIP_SANDBOX_TESTS") == "1":
         pytest.skip("REWARDSMITH_SKIP_SANDBOX_TESTS=1: no sandbox on this machine")
     if script == "flyte_reward.py":
