@@ -4,9 +4,11 @@ A ``Sandbox`` takes a ``Job`` (a program, its language, its tests, its ``Limits`
 returns a ``JobResult``: what each test printed or returned, and how it ended. It never
 judges; the caller compares with the expected outputs, which never enter the sandbox.
 
-Backends: ``bubblewrap`` (the default; see ``bubblewrap.py``) and ``none`` (no isolation,
-only for code you trust). Another backend (a remote sandbox service, say) is any object with
-``name``, ``check(language)`` and ``run(job)``, added with ``register_sandbox``.
+Backends: ``bubblewrap`` (the default; see ``bubblewrap.py``), ``none`` (no isolation,
+only for code you trust) and ``container`` (podman or docker, for verifier scripts whose task
+brings its own image; see ``container.py`` and ``script_jobs.py``). Another backend (a remote
+sandbox service, say) is any object with ``name``, ``check(language)`` and ``run(job)``,
+added with ``register_sandbox``.
 
 Fail closed: ``check`` raises ``SandboxUnavailable`` (a ``ConfigError``) with what to
 install or change when the backend cannot start; callers check at load, before any rollout.
@@ -20,6 +22,7 @@ from typing import Protocol, runtime_checkable
 
 from ..errors import ConfigError
 from .bubblewrap import BubblewrapSandbox
+from .container import ContainerSandbox
 from .jobs import LANGUAGES, Job, JobResult, Limits, SandboxError, SandboxUnavailable, TestRun
 from .unsandboxed import Unsandboxed
 
@@ -59,6 +62,7 @@ class Sandbox(Protocol):
 _FACTORIES: dict[str, Callable[[], Sandbox]] = {
     "bubblewrap": BubblewrapSandbox,
     "none": Unsandboxed,
+    "container": ContainerSandbox,
 }
 _INSTANCES: dict[str, Sandbox] = {}
 _LOCK = threading.Lock()

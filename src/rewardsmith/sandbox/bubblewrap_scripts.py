@@ -19,34 +19,11 @@ from ._cgroup import MemoryCgroup, memory_cgroups_available
 from .bubblewrap import CGROUP_HEADROOM_MB, NOBODY, BubblewrapSandbox
 from .jobs import SandboxUnavailable
 from .runtimes import SYSTEM_TREE, python_runtime
-from .script_jobs import BASE_PATH, ScriptJob, ScriptResult, exchange, runner_source
+from .script_jobs import BASE_PATH, ScriptJob, ScriptResult, exchange, runner_source, stage_mounts
 
 __all__ = ["BubblewrapScripts"]
 
 _PRLIMIT = ("/usr/bin/prlimit", "/bin/prlimit")
-
-
-def _stage(mounts: tuple[tuple[str, str], ...], staged: str) -> list[tuple[str, str]]:
-    """Copies of the mounts' folders that the sandbox's user (nobody) can read: the originals
-    may sit under a folder only root may enter, or hold files only root may read. A
-    Python environment is mounted as it is (it is large, and must stay where it was made)."""
-    os.chmod(staged, 0o755)
-    found = []
-    for index, (host, inside) in enumerate(mounts):
-        if not os.path.exists(host):
-            raise SandboxUnavailable(f"cannot mount {host!r}: it does not exist")
-        if inside != host and os.path.isdir(host):
-            copy = os.path.join(staged, str(index))
-            shutil.copytree(host, copy, symlinks=True)
-            for folder, _dirs, files in os.walk(copy):
-                os.chmod(folder, 0o755)
-                for name in files:
-                    path = os.path.join(folder, name)
-                    if not os.path.islink(path):
-                        os.chmod(path, 0o644 | (os.stat(path).st_mode & 0o111))
-            host = copy
-        found.append((host, inside))
-    return found
 
 
 class BubblewrapScripts:
@@ -113,7 +90,7 @@ class BubblewrapScripts:
         staged = tempfile.mkdtemp(prefix="rewardsmith-mounts-")
         cgroup = None
         try:
-            mounts = _stage(job.mounts, staged) if user is not None else list(job.mounts)
+            mounts = stage_mounts(job.mounts, staged) if user is not None else list(job.mounts)
             if memory_cgroups_available():
                 cgroup = MemoryCgroup.create((job.memory_mb + job.workspace_mb + job.tmp_mb
                                               + job.output_mb + CGROUP_HEADROOM_MB) << 20,

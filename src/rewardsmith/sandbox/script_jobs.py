@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import shutil
 import subprocess
 import tarfile
 import threading
@@ -34,7 +35,8 @@ from ._process import kill_group
 from .jobs import SandboxError, SandboxUnavailable
 
 __all__ = ["BASE_PATH", "SCRIPT_MARGIN", "ScriptJob", "ScriptOutput", "ScriptResult",
-           "ScriptRunner", "exchange", "runner_source", "script_unavailable", "workspace_stream"]
+           "ScriptRunner", "exchange", "runner_source", "script_unavailable", "stage_mounts",
+           "workspace_stream"]
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 # Seconds allowed on top of the command's limit: starting the sandbox, unpacking, the report.
@@ -74,8 +76,8 @@ class ScriptJob:
     ``mounts`` maps host folders to read-only places inside. ``workdir`` (the copy) and
     ``output_dir`` are empty tmpfs folders of at most ``workspace_mb``/``output_mb``. Links in
     the workspace that resolve to ``output_dir`` (or into ``guarded``) are removed before the
-    command runs. ``path`` folders are put before ``BASE_PATH``; ``image`` is for container
-    backends (None: their default)."""
+    command runs. ``path`` folders are put before ``BASE_PATH``; ``image`` and ``dockerfile``
+    are for container backends."""
 
     argv: tuple[str, ...]
     workspace: str | None
@@ -96,6 +98,7 @@ class ScriptJob:
     path: tuple[str, ...] = ()
     guarded: tuple[str, ...] = ("/proc",)
     image: str | None = None
+    dockerfile: str | None = None  # container backends build this image (its folder the context)
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -282,6 +285,31 @@ def _result(report: dict[str, Any]) -> ScriptResult:
         links_removed=int(report.get("links_removed") or 0),
         log_tail=str(report.get("log_tail") or ""),
     )
+
+
+def stage_mounts(mounts: tuple[tuple[str, str], ...], staged: str, *,
+                 copy_all: bool = False) -> list[tuple[str, str]]:
+    """Copies of the mounts' folders that the sandbox's user (nobody) can read: the originals
+    may sit under a folder only root may enter, or hold files only root may read. A folder
+    mounted at its own path (a Python environment: large, and it must stay where it was made)
+    is mounted as it is unless ``copy_all``."""
+    os.chmod(staged, 0o755)
+    found = []
+    for index, (host, inside) in enumerate(mounts):
+        if not os.path.exists(host):
+            raise SandboxUnavailable(f"cannot mount {host!r}: it does not exist")
+        if (copy_all or inside != host) and os.path.isdir(host):
+            copy = os.path.join(staged, str(index))
+            shutil.copytree(host, copy, symlinks=True)
+            for folder, _dirs, files in os.walk(copy):
+                os.chmod(folder, 0o755)
+                for name in files:
+                    path = os.path.join(folder, name)
+                    if not os.path.islink(path):
+                        os.chmod(path, 0o644 | (os.stat(path).st_mode & 0o111))
+            host = copy
+        found.append((host, inside))
+    return found
 
 
 def script_unavailable(name: str) -> SandboxUnavailable:

@@ -93,14 +93,18 @@ def _task_path(task: Any, answer: Any, metadata: Mapping[str, Any]) -> str:
                      "metadata.task")
 
 
-def _sandbox_name(sandbox: str, task: HarborTask) -> str:
+def _sandbox_name(sandbox: str, task: HarborTask, environment: str | None = None) -> str:
+    name = sandbox
     if sandbox == "auto":
-        return "container" if task.needs_container else "bubblewrap"
-    if task.needs_container and sandbox != "container":
+        name = "container" if task.needs_container else "bubblewrap"
+    elif task.needs_container and sandbox != "container":
         what = "environment/Dockerfile" if task.dockerfile else "[environment] docker_image"
         raise ValueError(f"task {task.folder!r} has {what}: its tests need that image; use "
                          f"sandbox: container (or auto)")
-    return sandbox
+    if name == "container" and environment is not None:
+        raise ValueError("environment is a virtualenv of this machine, for bubblewrap; in a "
+                         "container the task's image holds what its tests use")
+    return name
 
 
 def _environment_mounts(environment: str | None) -> tuple[tuple[tuple[str, str], ...],
@@ -134,10 +138,13 @@ def _check(params: Mapping[str, Any]) -> None:
     task_param = params.get("task")
     if task_param is not None:
         task = load_task(_task_path(task_param, None, {}))
-        name = _sandbox_name(str(params.get("sandbox")), task)
+        name = _sandbox_name(str(params.get("sandbox")), task, environment)
         runner = script_runner(name)
         runner.check_scripts(_job(task, None, params, mounts, path))
     elif params.get("sandbox") != "auto":
+        if params.get("sandbox") == "container" and environment is not None:
+            raise ValueError("environment is a virtualenv of this machine, for bubblewrap; in "
+                             "a container the task's image holds what its tests use")
         runner = script_runner(str(params.get("sandbox")))
         runner.check_scripts(ScriptJob(("true",), None, image=params.get("image")))
     else:
@@ -185,6 +192,7 @@ def _job(task: HarborTask, workspace: str | None, params: Mapping[str, Any],
         workspace_mb=int(params.get("workspace_limit", 1024)),
         env=dict(task.env), path=path,
         image=params.get("image") or task.docker_image,
+        dockerfile=None if params.get("image") else task.dockerfile,
         guarded=("/proc", "/tests"),
     )
 
@@ -215,7 +223,7 @@ def verifier_script(
               "workspace_limit": workspace_limit, "image": image}
     mounts, path = _environment_mounts(environment)
     job = _job(folder, os.path.abspath(workspace), params, mounts, path)
-    result = script_runner(_sandbox_name(sandbox, folder)).run_script(job)
+    result = script_runner(_sandbox_name(sandbox, folder, environment)).run_script(job)
     return grade(result, reward_file, _bounds(reward_range), _weights(weights))
 
 
