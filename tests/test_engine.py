@@ -34,14 +34,29 @@ def misbehaving() -> Rubric:
     ], on_error="mask")
 
 
+def _same_run_without_the_hang() -> float:
+    """Seconds for the run below without its looping component: two workers started, one
+    killed by its reward and replaced. What the machine's load makes of process start-up now,
+    measured the way the test spends it."""
+    quiet = Rubric([Component("crash", spec("crash_on_empty")), Component("die", spec("die"))],
+                   on_error="mask")
+    started = time.monotonic()
+    with Engine(quiet, workers=2) as engine:
+        engine.score_group(rollouts(["ok", "", "hang", "die", "fine"]))
+    return time.monotonic() - started
+
+
 def test_crash_isolation_and_hard_timeout(misbehaving: Rubric) -> None:
     texts = ["ok", "", "hang", "die", "fine"]
     with Engine(misbehaving, workers=2) as engine:
         started = time.monotonic()
         scores = engine.score_group(rollouts(texts))
         elapsed = time.monotonic() - started
-    # Stopped within the timeout plus process start-up, which a busy machine stretches.
-    assert elapsed < 1.0 + 1.5 * session_speed_factor()
+    # Stopped within the 1 s timeout plus process start-up (the first workers, and those that
+    # replace the killed ones). A busy machine stretches start-up (a load of 8 on two cores
+    # does it several-fold), so that cost is measured now, beside the run, not assumed.
+    start_up = _same_run_without_the_hang()
+    assert elapsed < 1.0 + 2.0 * start_up + 0.5 * session_speed_factor(), (elapsed, start_up)
     by_id = {s.id: s for s in scores}
     assert [s.id for s in scores] == ["0", "1", "2", "3", "4"]  # input order
     assert by_id["0"].status is Status.OK and by_id["0"].reward == 2.5

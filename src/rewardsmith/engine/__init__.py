@@ -15,7 +15,9 @@ The parts, in the order a batch goes through them:
 - ``programs``: what runs in a worker: the rubric's rewards over a batch's rows.
 - ``cells`` and ``assemble``: results into cells (one place for every executor), cells into
   scores, and the watch for a reward that fails the same way every time.
-- ``core``: the ``Engine`` itself, its lifecycle and public API.
+- ``core``: the ``Engine`` itself, its lifecycle and public API; ``evaluators``: what it asks of
+  a judge or reward model beyond scoring, and the thread of its own event loop.
+- ``columns``: scores as columns (``ScoreColumns``).
 """
 
 from __future__ import annotations

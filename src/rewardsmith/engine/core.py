@@ -16,7 +16,7 @@ import math
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from rewardsmith._system.gcpause import gc_paused
 from rewardsmith._system.isolation import (
@@ -25,6 +25,13 @@ from rewardsmith._system.isolation import (
     saved_streams,
 )
 from rewardsmith.engine.columns import ScoreColumns
+from rewardsmith.engine.evaluators import (
+    _Checked,
+    _Closable,
+    _LoopThread,
+    _Metered,
+    _StoreAware,
+)
 from rewardsmith.rubric import (
     Component,
     Rubric,
@@ -62,72 +69,6 @@ __all__ = ["Engine", "score_rollouts"]
 
 # Rollouts one batch holds at most (whole groups); small inputs are cut finer (``slices``).
 DEFAULT_BATCH_ROLLOUTS = 2048
-
-
-@runtime_checkable
-class _Checked(Protocol):
-    async def check(self) -> None: ...
-
-
-@runtime_checkable
-class _Metered(Protocol):
-    def usage(self) -> dict[str, float]: ...
-
-    def usage_key(self) -> str: ...
-
-
-@runtime_checkable
-class _Closable(Protocol):
-    def close(self) -> Any: ...
-
-
-@runtime_checkable
-class _StoreAware(Protocol):
-    def attach_store(self, path: str) -> None: ...
-
-
-class _LoopThread:
-    """A private event loop in a daemon thread: async rewards and judges always run here."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="rewardsmith-loop",
-                                        daemon=True)
-        self._thread.start()
-
-    def submit(self, coro: Any) -> Future[Any]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def close(self) -> None:
-        """Cancel what still runs here (its callers get ``CancelledError`` instead of waiting
-        for ever), then stop the loop."""
-        if self.loop.is_closed():
-            return
-
-        async def cancel_the_rest() -> bool:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            # A task cancelled before and still running ignores its cancellation (an
-            # abandoned call): it is not waited for.
-            waited = [t for t in tasks if not _cancelling(t)]
-            for task in tasks:
-                task.cancel()
-            if waited:
-                await asyncio.wait(waited, timeout=5)
-            return all(t.done() for t in tasks)
-
-        try:
-            stopped = self.submit(cancel_the_rest()).result(timeout=6)
-        except Exception:  # noqa: BLE001 - stopping goes on whatever the tasks did
-            stopped = False
-        if not stopped:
-            # A coroutine that will not stop would spin when its loop is closed under it (its
-            # `except:` catches "Event loop is closed"): the loop is left running in its
-            # daemon thread, which ends with the process.
-            return
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout=5)
-        if not self._thread.is_alive():
-            self.loop.close()
 
 
 class Engine:
@@ -638,13 +579,6 @@ class Engine:
                     column[index] = value
                 else:
                     column[index] = to_component_result(value, component.reward_key)
-
-
-def _cancelling(task: asyncio.Task[Any]) -> int:
-    """How many cancellations ``task`` has been asked for (0 before Python 3.11, which does
-    not count them)."""
-    count = getattr(task, "cancelling", None)
-    return int(count()) if count is not None else 0
 
 
 def _now(coroutine: Any) -> Any:
