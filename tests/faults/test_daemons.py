@@ -83,3 +83,40 @@ def test_the_cli_returns_while_a_reward_started_a_daemon(tmp_path: Path) -> None
     assert process.returncode == 0, err
     assert len(out.splitlines()) == 2
     assert len(pids(pid_file)) == 1
+
+
+def test_a_daemon_a_reward_starts_in_process_ends_with_its_batch(tmp_path: Path) -> None:
+    pid_file = tmp_path / "daemons"
+    rubric = Rubric([Component("d", f"{REWARDS}:daemon", params={"pid_file": str(pid_file)})])
+    with Engine(rubric, workers=0) as engine:
+        scores = engine.score_group([Rollout("a", "g", "p", "daemon", None),
+                                     Rollout("b", "g", "p", "plain", None)])
+        assert [s.status for s in scores] == [Status.OK, Status.OK]
+        started = pids(pid_file)
+        assert len(started) == 1
+        # Killed and reaped by this process (its subreaper) when the batch ended.
+        assert not alive(started[0])
+        assert "REWARDSMITH_CALLER_TAG" not in os.environ  # only while a batch runs
+
+
+def test_the_cli_in_process_returns_while_a_reward_started_a_daemon(tmp_path: Path) -> None:
+    pid_file = tmp_path / "daemons"
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps({"id": f"r{i}", "prompt": "p", "completion": t}) + "\n"
+                            for i, t in enumerate(["daemon", "plain"])), encoding="utf-8")
+    process = subprocess.Popen(
+        [*CLI, "score", str(data), "--reward", f"{REWARDS}:daemon", "-p",
+         f"pid_file={pid_file}", "--workers", "0", "--no-store", "-q"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = process.communicate(timeout=30)  # both pipes closed by everyone
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for pid in pids(pid_file):
+            if alive(pid):
+                os.kill(pid, 9)
+    assert process.returncode == 0, err
+    assert len(out.splitlines()) == 2
+    started = pids(pid_file)
+    assert len(started) == 1 and not alive(started[0])

@@ -10,6 +10,12 @@ it may do would reach past its call:
   new folder. The folder the call started in is restored when the call returns.
 - ``sys.stdout`` / ``sys.stderr`` replaced: restored after each batch (``restore_streams``).
 - ``sys.exit()``: a ``SystemExit`` that the engine records as the call's error.
+- A daemon (double fork, ``setsid``) left running: in a worker, the worker ends it; in the
+  caller's process (``workers=0``) this process is, while batches run, the child subreaper of
+  what rewards start, and processes started while a batch runs carry a tag in their environment: when no
+  batch is running any more (``restore_streams``; at most 20 ms later after many quick
+  batches, and at exit), the tagged ones still alive are killed and reaped, so none outlives
+  its batch or holds the CLI's output streams.
 
 Both hooks find "the reward's call" from the stack: the caller is the nearest frame in the
 engine's own calling code (worker loop, engine, binders, asyncio), and the call returns when
@@ -22,9 +28,14 @@ restored, and a forked child exits, at its first await.)
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
+import functools
 import os
+import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -40,6 +51,15 @@ _ASYNCIO = os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep
 
 _lock = threading.Lock()
 _guarded = False
+# In the caller's process (not a worker, which ends what its calls leave itself): the batches
+# running now, and the environment variable that marks what their rewards start.
+_reaping = False
+_running: set[Any] = set()
+_TAG_VARIABLE = "REWARDSMITH_CALLER_TAG"
+_WORKER_VARIABLE = "REWARDSMITH_WORKER_TAG"  # set in every worker (workers._proctree)
+_LOOK_EVERY = 0.02  # seconds between two looks for what batches left running
+_last_look = 0.0
+_timer: threading.Timer | None = None
 _real_chdir = os.chdir
 _real_fchdir = os.fchdir
 
@@ -132,11 +152,15 @@ def _fchdir(fd: Any) -> None:
 
 def guard_process() -> None:
     """Install the fork and folder hooks in this process (once; rewards may run here)."""
-    global _guarded
+    global _guarded, _reaping
     with _lock:
         if _guarded:
             return
         _guarded = True
+    if _WORKER_VARIABLE not in os.environ and sys.platform.startswith("linux"):
+        _reaping = _subreaper(True) and _subreaper(False)
+        if _reaping:
+            atexit.register(_look_at_exit)
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_child_after_fork)
     os.chdir = _chdir
@@ -144,7 +168,9 @@ def guard_process() -> None:
 
 
 def saved_streams() -> tuple[Any, Any]:
-    """``sys.stdout`` and ``sys.stderr`` as they are now."""
+    """``sys.stdout`` and ``sys.stderr`` as they are now (before a batch's calls)."""
+    if _reaping:
+        _batch_begins()
     return sys.stdout, sys.stderr
 
 
@@ -154,3 +180,128 @@ def restore_streams(saved: tuple[Any, Any]) -> None:
         sys.stdout = saved[0]
     if sys.stderr is not saved[1]:
         sys.stderr = saved[1]
+    if _reaping:
+        _batch_ends()
+
+
+def _batch_key() -> Any:
+    try:
+        return asyncio.current_task() or threading.get_ident()
+    except RuntimeError:  # no event loop in this thread
+        return threading.get_ident()
+
+
+def _subreaper(on: bool) -> bool:
+    """Be (or stop being) the child subreaper of what this process starts: while it is, an
+    orphan below it (a daemon's first fork exited) comes back to it instead of to init."""
+    try:
+        return bool(_libc().prctl(36, int(on)) == 0)  # PR_SET_CHILD_SUBREAPER
+    except Exception:  # noqa: BLE001 - no prctl: nothing is adopted
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> Any:
+    import ctypes  # here: only a process that scores in-process pays for the import
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _batch_begins() -> None:
+    with _lock:
+        if not _running:
+            # Only while batches run: orphans of the rest of the program still go to init.
+            _subreaper(True)
+            os.environ[_TAG_VARIABLE] = f"{os.getpid()}"
+        _running.add(_batch_key())
+
+
+def _batch_ends() -> None:
+    global _timer
+    with _lock:
+        _running.discard(_batch_key())
+        # A batch cancelled before its end never says so: its task is done.
+        for key in [k for k in _running if isinstance(k, asyncio.Future) and k.done()]:
+            _running.discard(key)
+        if _running:
+            return  # another batch's calls may still use what they started
+        os.environ.pop(_TAG_VARIABLE, None)
+        _subreaper(False)  # what the calls left is below this process already
+        wait = _last_look + _LOOK_EVERY - time.monotonic()
+        if wait <= 0:
+            _end_left_behind()
+        elif _timer is None:
+            # Reading /proc costs about 0.2 ms: after many quick batches, one look soon after.
+            _timer = threading.Timer(wait, _look_later)
+            _timer.daemon = True
+            _timer.start()
+
+
+def _look_later() -> None:
+    global _timer
+    with _lock:
+        _timer = None
+        if not _running:  # else the running batches look when they end
+            _end_left_behind()
+
+
+def _look_at_exit() -> None:
+    if _lock.acquire(timeout=2):  # a look running in the timer's thread finishes first
+        try:
+            _end_left_behind()
+        finally:
+            _lock.release()
+
+
+def _end_left_behind() -> None:
+    """Kill what the batches' rewards started and left running, and reap it (under _lock)."""
+    global _last_look
+    _last_look = time.monotonic()
+    needle = f"{_TAG_VARIABLE}={os.getpid()}".encode()
+    killed = []
+    for _ in range(2):  # a second look: one may have forked while the first were killed
+        found = False
+        for pid in _descendants(os.getpid()):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as handle:
+                    environment = handle.read().split(b"\0")
+            except OSError:
+                continue
+            if needle in environment:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                    found = True
+        if not found:
+            break
+    deadline = time.monotonic() + 1.0
+    for pid in killed:  # those that are (or became, as orphans) this process's children
+        while True:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.001)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid``, from ``/proc/<pid>/task/*/children``."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{task}/children", "rb") as handle:
+                    children = [int(child) for child in handle.read().split()]
+            except OSError:
+                continue
+            found.extend(children)
+            todo.extend(children)
+    return found
