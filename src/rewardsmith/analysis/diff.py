@@ -21,6 +21,7 @@ from rewardsmith.files.parquet import (
     read_scores_any,
 )
 from rewardsmith.files.scored import scores_by_id
+from rewardsmith.judge.agreement import spearman  # one implementation, shared with judge-eval
 from rewardsmith.store import Store
 from rewardsmith.types import (
     Rollout,
@@ -132,36 +133,6 @@ def _mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
         return None, None
     mean = math.fsum(values) / len(values)
     return mean, math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
-
-
-def _ranks(values: Sequence[float]) -> list[float]:
-    """1-based ranks; tied values share the mean of their ranks."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        shared = (start + end) / 2 + 1
-        for index in order[start:end + 1]:
-            ranks[index] = shared
-        start = end + 1
-    return ranks
-
-
-def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    """Spearman's rank correlation (ties averaged); None when either side is constant."""
-    if len(xs) != len(ys):
-        raise ValueError("spearman needs two sequences of the same length")
-    if len(xs) < 2 or len(set(xs)) == 1 or len(set(ys)) == 1:
-        return None
-    rx, ry = _ranks(xs), _ranks(ys)
-    mx, my = math.fsum(rx) / len(rx), math.fsum(ry) / len(ry)
-    cov = math.fsum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
-    vx = math.fsum((a - mx) ** 2 for a in rx)
-    vy = math.fsum((b - my) ** 2 for b in ry)
-    return cov / math.sqrt(vx * vy)
 
 
 def _zero_variance(scores: Sequence[Score]) -> dict[str, bool]:

@@ -26,7 +26,6 @@ from typing import Any, Literal
 from rewardsmith._system.gcpause import gc_paused
 from rewardsmith.errors import InputError
 from rewardsmith.files.jsonl import (
-    parse_json_line,
     read_json_objects,
     read_jsonl,
 )
@@ -265,22 +264,6 @@ class RolloutReader:
         self._ids.add(rollout.id, number)
         self.groups.add(number, written)
         return rollout
-
-    def iter_lines(self, lines: Iterable[str | bytes]) -> Iterator[Rollout]:
-        for number, raw in enumerate(lines, start=1):
-            self.lines_read = number
-            if not raw.strip():
-                continue
-            value: Any = None
-            error: InputError | None = None
-            try:
-                value = parse_json_line(raw, number, self.source)
-            except InputError as exc:
-                error = exc
-            rollout = self._rollout(number, value, error)
-            if rollout is not None:
-                yield rollout
-        self.groups.finish(self.strict_groups, self.warnings)
 
     def read(self, path: str | Path) -> Iterator[Rollout]:
         first_line = self._ids.first_line

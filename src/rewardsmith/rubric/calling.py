@@ -29,12 +29,10 @@ the value; other numeric keys become metrics), a ``Score`` or a ``ComponentResul
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import math
 import numbers
-import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from rewardsmith.errors import ConfigError
@@ -57,11 +55,8 @@ __all__ = [
     "row_fields",
     "ROW_FIELDS",
     "to_component_result",
-    "run_coroutine_sync",
-    "call_any",
 ]
 
-T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 _GROUP_FLAG = "__rewardsmith_group__"
@@ -340,37 +335,3 @@ def to_component_result(value: Any, reward_key: str = "reward") -> ComponentResu
         Status.ERROR,
         f"reward returned {type(value).__name__}, expected a number, bool, None, dict or Score",
     )
-
-
-def run_coroutine_sync(awaitable: Awaitable[T]) -> T:
-    """Run ``awaitable`` to completion from sync code, even when a loop already runs here."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(_as_coroutine(awaitable))
-    box: dict[str, Any] = {}
-
-    def runner() -> None:
-        try:
-            box["value"] = asyncio.run(_as_coroutine(awaitable))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=runner, name="rewardsmith-sync-bridge", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
-
-
-async def _as_coroutine(awaitable: Awaitable[T]) -> T:
-    return await awaitable
-
-
-def call_any(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a sync or async function from sync code and return its result."""
-    result = func(*args, **kwargs)
-    if inspect.isawaitable(result):
-        return run_coroutine_sync(result)
-    return result

@@ -75,11 +75,6 @@ class TrackerBase(ABC):
         self._last_step: int | None = None
         self._closed = False
 
-    @property
-    def last_step(self) -> int | None:
-        """The last step logged (None before the first)."""
-        return self._last_step
-
     @abstractmethod
     def _write(self, metrics: dict[str, float], step: int) -> None:
         """Send one step's metrics to the tracker."""
