@@ -285,7 +285,9 @@ BUILTIN_PARAMS: dict[tuple[str, str], str] = {
     "the script's PATH (for `python -m pytest` and the like under bubblewrap).",
     ("verifier_script", "time_limit"): "Seconds the script may run, at most; the task's "
     "`[verifier] timeout_sec` when smaller. Past it: 0 with metric `timeout`.",
-    ("verifier_script", "memory_limit"): "MB for the script and everything it starts.",
+    ("verifier_script", "memory_limit"): "MB for everything the job holds: the script's "
+    "processes and the files of the workspace copy, `/tmp` and the log folder (a memory cgroup "
+    "where one can be made); at least `workspace_limit` + 240.",
     ("verifier_script", "workspace_limit"): "MB of the private copy of the workspace; a larger "
     "workspace is 0 with metric `workspace_too_large`.",
     ("verifier_script", "reward_file"): "`auto` reads `reward.txt`, else `reward.json`, as "

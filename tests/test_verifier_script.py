@@ -264,3 +264,18 @@ def test_rewardsmith_test_runs_the_hack_probes_on_the_shipped_task() -> None:
         assert value is not None and value < 1.0, (hack, value)
     calibration = {r.name: r.value for r in report.rows if r.section == "calibration"}
     assert calibration["harbor-task: a correct answer"] == 1.0
+
+
+def test_a_fifo_in_the_workspace_and_a_script_past_its_memory(tmp_path: Path) -> None:
+    ws = workspace(tmp_path / "ws", {"wc.py": RIGHT})
+    os.mkfifo(tmp_path / "ws" / "pipe")  # a naive copy would block reading it
+    assert run(ws)["reward"] == 1.0
+    hungry = make_task(tmp_path / "hungry", (
+        "if python3 -c 'x = bytearray(900 << 20)'; then echo 1; else echo 0.5; fi "
+        "> /logs/verifier/reward.txt\n"))
+    small = run(workspace(tmp_path / "ws2", {}), hungry, memory_limit=320, workspace_limit=32)
+    assert small["reward"] == 0.5
+    assert run(workspace(tmp_path / "ws3", {}), hungry)["reward"] == 1.0
+    with pytest.raises(RubricError, match="memory_limit .* holds the workspace's copy too"):
+        Rubric.from_dict({"components": {"v": {"reward": "verifier_script", "params": {
+            "memory_limit": 1024, "workspace_limit": 1024}}}})

@@ -128,6 +128,17 @@ def _empty(folder: str, keep: list[str]) -> None:
             os.unlink(path)
 
 
+def _first_to_kill() -> None:
+    """In the command's process, before it starts (this runner has one thread, so a
+    ``preexec_fn`` is safe): out of memory, the kernel kills the command's processes before
+    this one, whose death would leave the job without a report."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")
+    except OSError:
+        pass
+
+
 def _kill_all_others() -> None:
     """As PID 1: kill every other process of the sandbox and reap them all."""
     deadline = time.monotonic() + 10.0
@@ -208,7 +219,8 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
     began = time.monotonic()
     with open(log_path, "wb") as log:
         process = subprocess.Popen(job["argv"], cwd=work, stdin=subprocess.DEVNULL, stdout=log,
-                                   stderr=subprocess.STDOUT, env=env, close_fds=True)
+                                   stderr=subprocess.STDOUT, env=env, close_fds=True,
+                                   preexec_fn=_first_to_kill)
     try:
         code: int | None = process.wait(timeout=job["time_limit"])
         report["timed_out"] = False

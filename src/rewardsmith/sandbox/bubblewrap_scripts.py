@@ -4,8 +4,9 @@ The same namespaces, user and read-only ``/usr`` as ``bubblewrap.py``; in additi
 workspace folder and the output folder are size-capped tmpfs folders, the job's mounts
 (a task's tests, a Python environment) are read-only binds, and ``/etc/alternatives`` is
 mounted read-only so that ``awk`` and its kin resolve. Memory is capped by a memory cgroup
-where one can be made, else by each process's address space; processes, file size and open
-files by resource limits (``prlimit``), which the sandbox inherits.
+where one can be made (every byte the job holds: its processes and its tmpfs files), else by
+each process's address space and the tmpfs sizes; processes, file size and open files by
+resource limits (``prlimit``), which the sandbox inherits.
 """
 
 from __future__ import annotations
@@ -19,7 +20,15 @@ from ._cgroup import MemoryCgroup, memory_cgroups_available
 from .bubblewrap import CGROUP_HEADROOM_MB, NOBODY, BubblewrapSandbox
 from .jobs import SandboxUnavailable
 from .runtimes import SYSTEM_TREE, python_runtime
-from .script_jobs import BASE_PATH, ScriptJob, ScriptResult, exchange, runner_source, stage_mounts
+from .script_jobs import (
+    BASE_PATH,
+    SHM_MB,
+    ScriptJob,
+    ScriptResult,
+    exchange,
+    runner_source,
+    stage_mounts,
+)
 
 __all__ = ["BubblewrapScripts"]
 
@@ -59,11 +68,10 @@ class BubblewrapScripts:
             args += ["--ro-bind", "/etc/alternatives", "/etc/alternatives"]
         for mount in python_mounts:
             args += ["--ro-bind", mount, mount]
-        memory = job.memory_mb
         args += [
             "--proc", "/proc", "--dev", "/dev",
-            "--size", str(min(64, memory) << 20), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-            "--size", str(min(job.tmp_mb, memory) << 20), "--perms", "1777", "--tmpfs", "/tmp",
+            "--size", str(SHM_MB << 20), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+            "--size", str(job.tmp_mb << 20), "--perms", "1777", "--tmpfs", "/tmp",
             "--size", str(job.workspace_mb << 20), "--perms", "0755",
             "--tmpfs", job.workdir,
             "--size", str(job.output_mb << 20), "--perms", "0755", "--tmpfs", job.output_dir,
@@ -92,8 +100,8 @@ class BubblewrapScripts:
         try:
             mounts = stage_mounts(job.mounts, staged) if user is not None else list(job.mounts)
             if memory_cgroups_available():
-                cgroup = MemoryCgroup.create((job.memory_mb + job.workspace_mb + job.tmp_mb
-                                              + job.output_mb + CGROUP_HEADROOM_MB) << 20,
+                # Everything the job holds counts: its processes and its tmpfs files.
+                cgroup = MemoryCgroup.create((job.memory_mb + CGROUP_HEADROOM_MB) << 20,
                                              owner=user)
             argv = [*self._limits(job, cgroup is not None), *self.argv(job, mounts)]
             return exchange(argv, job, "the bubblewrap sandbox", user=user, cgroup=cgroup)

@@ -28,6 +28,7 @@ import tempfile
 import threading
 import uuid
 
+from .bubblewrap import CGROUP_HEADROOM_MB
 from .jobs import Job, JobResult, SandboxError, SandboxUnavailable
 from .script_jobs import ScriptJob, ScriptResult, exchange, runner_source, stage_mounts
 
@@ -133,7 +134,7 @@ class ContainerSandbox:
     def argv(self, job: ScriptJob, image: str, mounts: list[tuple[str, str]],
              name: str) -> list[str]:
         """The ``run`` command line for ``job``."""
-        memory = job.memory_mb + job.workspace_mb + job.tmp_mb + job.output_mb
+        memory = job.memory_mb + CGROUP_HEADROOM_MB  # its processes and its tmpfs files
         args = [
             self.runtime(), "run", "--rm", "-i", "--pull", "never", "--name", name,
             "--network", "none",

@@ -34,11 +34,12 @@ from ._cgroup import MemoryCgroup
 from ._process import kill_group
 from .jobs import SandboxError, SandboxUnavailable
 
-__all__ = ["BASE_PATH", "SCRIPT_MARGIN", "ScriptJob", "ScriptOutput", "ScriptResult",
+__all__ = ["BASE_PATH", "SCRIPT_MARGIN", "SHM_MB", "ScriptJob", "ScriptOutput", "ScriptResult",
            "ScriptRunner", "exchange", "runner_source", "script_unavailable", "stage_mounts",
            "workspace_stream"]
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
+SHM_MB = 64  # /dev/shm
 # Seconds allowed on top of the command's limit: starting the sandbox, unpacking, the report.
 SCRIPT_MARGIN = 30.0
 _REPORT_CAP = 1 << 20
@@ -72,6 +73,9 @@ class ScriptResult:
 @dataclass(frozen=True)
 class ScriptJob:
     """A command over a private copy of ``workspace``.
+
+    ``memory_mb`` holds everything the job keeps (a memory cgroup where one can be made): its
+    processes and the files in its tmpfs folders, whose sizes must fit in it.
 
     ``mounts`` maps host folders to read-only places inside. ``workdir`` (the copy) and
     ``output_dir`` are empty tmpfs folders of at most ``workspace_mb``/``output_mb``. Links in
@@ -108,6 +112,10 @@ class ScriptJob:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigError(f"script job {name}: must be a positive number, got {value!r}")
+        if self.workspace_mb + self.output_mb + self.tmp_mb + SHM_MB > self.memory_mb:
+            raise ConfigError(f"script job: its tmpfs folders (workspace {self.workspace_mb} MB, "
+                              f"output {self.output_mb}, /tmp {self.tmp_mb}, /dev/shm {SHM_MB}) "
+                              f"must fit in its memory ({self.memory_mb} MB), which holds them")
         for inside in (self.workdir, self.output_dir, *(m[1] for m in self.mounts)):
             if not inside.startswith("/") or inside in ("/", "/usr", "/proc", "/dev", "/tmp"):
                 raise ConfigError(f"script job: {inside!r} cannot be mounted over")

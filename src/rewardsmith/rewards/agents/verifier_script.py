@@ -42,6 +42,7 @@ from ...sandbox.bubblewrap_scripts import BubblewrapScripts
 from ...sandbox.runtimes import python_environment
 from ...sandbox.script_jobs import (
     SCRIPT_MARGIN,
+    SHM_MB,
     ScriptJob,
     ScriptOutput,
     ScriptResult,
@@ -56,6 +57,8 @@ __all__ = ["verifier_script", "VERIFIER_DEFAULT_TIMEOUT", "script_runner"]
 REWARD_FILES = ("reward.txt", "reward.json")
 REWARD_FILE_CHOICES = ("auto", "txt", "json")
 SANDBOXES = ("auto", "bubblewrap", "container")
+LOG_MB = 16  # the log folder's size
+SCRIPT_ROOM_MB = 128  # the least memory left for the script's processes
 # The engine's hard timeout for one call: the longest script, then start-up and unpacking.
 VERIFIER_DEFAULT_TIMEOUT = DEFAULT_VERIFIER_TIMEOUT + SCRIPT_MARGIN + 30.0
 
@@ -129,6 +132,7 @@ def _check(params: Mapping[str, Any]) -> None:
         value = params.get(name)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"{name} must be a whole number of megabytes, got {value!r}")
+    _tmp_mb(int(params["memory_limit"]), int(params["workspace_limit"]))
     _bounds(params.get("reward_range"))
     _weights(params.get("weights"))
     environment = params.get("environment")
@@ -181,15 +185,26 @@ def _weights(value: Any) -> dict[str, float] | None:
     return {str(k): float(v) for k, v in value.items()}
 
 
+def _tmp_mb(memory: int, workspace: int) -> int:
+    """/tmp's size: what memory_limit leaves beside the workspace, the log folder, /dev/shm and
+    room for the script's processes, at most 512 MB."""
+    room = memory - workspace - LOG_MB - SHM_MB - SCRIPT_ROOM_MB
+    if room < 16:
+        raise ValueError(f"memory_limit ({memory} MB) holds the workspace's copy too: it must "
+                         f"be at least workspace_limit + {LOG_MB + SHM_MB + SCRIPT_ROOM_MB + 16} "
+                         f"MB (workspace_limit is {workspace})")
+    return min(512, room)
+
+
 def _job(task: HarborTask, workspace: str | None, params: Mapping[str, Any],
          mounts: tuple[tuple[str, str], ...], path: tuple[str, ...]) -> ScriptJob:
     time_limit = min(task.timeout, _positive("time_limit", params.get("time_limit")))
+    memory, space = int(params.get("memory_limit", 2048)), int(params.get("workspace_limit", 1024))
     return ScriptJob(
         ("bash", "/tests/test.sh"), workspace,
         mounts=((task.tests, "/tests"), *mounts),
         outputs=REWARD_FILES, time_limit=time_limit,
-        memory_mb=int(params.get("memory_limit", 2048)),
-        workspace_mb=int(params.get("workspace_limit", 1024)),
+        memory_mb=memory, workspace_mb=space, output_mb=LOG_MB, tmp_mb=_tmp_mb(memory, space),
         env=dict(task.env), path=path,
         image=params.get("image") or task.docker_image,
         dockerfile=None if params.get("image") else task.dockerfile,
