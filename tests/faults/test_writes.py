@@ -72,3 +72,26 @@ def test_a_check_that_fails_after_scoring_keeps_the_scores(tmp_path: Path) -> No
     assert "trainer check failed after scoring" in run.stderr
     lines = out.read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["id"] for line in lines] == [f"r{i}" for i in range(200)]
+
+
+def test_a_full_disk_while_writing_a_parquet_output_is_exit_2_naming_the_file(
+        tmp_path: Path) -> None:
+    data = rollouts(tmp_path / "in.jsonl", 3000)
+    out = tmp_path / "scored.parquet"
+    out.write_bytes(b"the old results")
+
+    def small_disk() -> None:
+        # The Parquet file of 3,000 scores is about 30 kB: it may not pass 10 kB (EFBIG).
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (10_000, 10_000))
+
+    run = subprocess.run(
+        [*CLI, "score", str(data), "--reward", f"{REWARDS}:misbehave", "--workers", "0",
+         "--no-store", "-o", str(out), "-q"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, preexec_fn=small_disk)
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    assert f"cannot write '{out}': File too large" in run.stderr, run.stderr
+    assert "Detail" not in run.stderr  # the system's words once, not Arrow's wrapping
+    assert out.read_bytes() == b"the old results"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "scored.parquet"]

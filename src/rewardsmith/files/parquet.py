@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from json.encoder import encode_basestring
 from pathlib import Path
@@ -210,7 +211,10 @@ def _write_table(pq: Any, table: Any, path: str | Path) -> None:
         try:
             pq.write_table(table, str(temporary))
         except OSError as exc:
-            raise ConfigError(f"cannot write {str(path)!r}: {exc}") from exc
+            # Arrow's message repeats the errno around the system's words: those alone, as the
+            # JSONL writer says them ("No space left on device").
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise ConfigError(f"cannot write {str(path)!r}: {reason}") from exc
 
 
 # ------------------------------------------------------------------ scores
