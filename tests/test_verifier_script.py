@@ -185,6 +185,9 @@ def test_script_outcomes(tmp_path: Path) -> None:
     ({"reward.json": '{"a": 1, "b": 0}'}, 0.0, "no_reward_key"),
     ({"reward.json": '{"reward": true}'}, 0.0, "bad_reward_file"),
     ({"reward.json": '{"reward": "1"}'}, 0.0, "bad_reward_file"),
+    ({"reward.json": '{"reward": 0.5, "details": "2 of 4", "ok": true}'}, 0.5, None),
+    ({"reward.json": '{"accuracy": 1, "details": "all"}'}, 1.0, None),
+    ({"reward.json": '{"reward": 1e400}'}, 0.0, "bad_reward_file"),
     ({"reward.json": "[1]"}, 0.0, "bad_reward_file"),
     ({"reward.json": "{"}, 0.0, "bad_reward_file"),
 ])

@@ -296,7 +296,7 @@ def _from_json(text: str, weights: Mapping[str, float] | None) -> tuple[float | 
                                                                         dict[str, float], bool]:
     """(reward, named numbers, whether the reward key was missing) from reward.json: its
     ``reward``, else the ``weights``-weighted mean of the named numbers (a missing one counts
-    0), else its only number."""
+    0), else its only number. Values that are not numbers, but for ``reward``, are left out."""
     try:
         found = json.loads(text)
     except (ValueError, RecursionError):
@@ -306,10 +306,12 @@ def _from_json(text: str, weights: Mapping[str, float] | None) -> tuple[float | 
         return (None if value is None else _number(str(value))), {}, False
     named: dict[str, float] = {}
     for key, raw in found.items():
-        if isinstance(raw, bool) or not isinstance(raw, (int, float)) or \
-                not math.isfinite(float(raw)):
-            return None, {}, False  # a named value that is not a number: not a reward file
-        named[str(key)] = float(raw)
+        number = raw if isinstance(raw, (int, float)) and not isinstance(raw, bool) else None
+        if number is not None and math.isfinite(float(number)):
+            named[str(key)] = float(number)
+        elif key == "reward":
+            return None, {}, False  # the reward itself is not a number: not a reward file
+        # other values that are not numbers (a message, details) are not rewards: left out
     if "reward" in named:
         return named.pop("reward"), named, False
     if weights is not None:
