@@ -79,9 +79,9 @@ RUBRIC_KEYS: dict[tuple[str, str], str] = {
     ("judge", "max_concurrency"): "Requests in flight at once; lowered to the server's slots "
     "where it states them (llama.cpp's `/props`), halved for a while after a 429, 503 or "
     "timeout, shrunk while replies slow down as a queue forms (`latency_tolerance`).",
-    ("judge", "latency_tolerance"): "How many times the fastest recent replies' latency the "
-    "recent replies may take before fewer requests are kept in flight (a server queueing "
-    "them); `null` turns the latency signal off.",
+    ("judge", "latency_tolerance"): "How many times an unqueued reply's latency the recent "
+    "replies may take before fewer requests are kept in flight (the window settles near this "
+    "many times what the server serves at once); `null` turns the latency signal off.",
     ("judge", "requests_per_minute"): "Client-side request rate limit.",
     ("judge", "tokens_per_minute"): "Client-side token rate limit.",
     ("judge", "limit_scope"): "Over what the concurrency, rate and budget limits hold: "
@@ -198,6 +198,8 @@ ENVIRONMENT: dict[str, str] = {
 ENVIRONMENT_BY_USER_NAME: dict[str, str] = {
     "rewardsmith.cli.serve_cmd": "`rewardsmith serve --token-env NAME`: the bearer token "
     "clients must send.",
+    "rewardsmith.cli.judge_serve_cmd": "`rewardsmith judge-serve --api-key-env NAME`: the key "
+    "the stand-in judge requires as a Bearer token.",
     "rewardsmith.judge.evaluator": "A judge's `api_key_env`: its API key.",
     "rewardsmith.judge.reward_model": "A reward model's `api_key_env`: its API key.",
 }

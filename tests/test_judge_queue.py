@@ -120,25 +120,27 @@ def ask_all(server: PacedServer, n: int, **keys: Any) -> tuple[list[Reply | Base
 
 
 def test_a_server_that_queues_silently_is_sent_about_what_it_serves() -> None:
-    # 2 slots, no /props, no 429s: the queue shows only in the replies' latency. Sent at
-    # max_concurrency 32, 30 requests wait behind the 2 being served.
-    with PacedServer(capacity=2, service=0.03) as server:
-        replies, window = ask_all(server, 96, max_concurrency=32, latency_tolerance=None)
+    # 4 slots, no /props, no 429s: the queue shows only in the replies' latency. Sent at
+    # max_concurrency 48, 44 requests wait behind the 4 being served.
+    with PacedServer(capacity=4, service=0.08) as server:
+        replies, window = ask_all(server, 96, max_concurrency=48, latency_tolerance=None)
         assert all(isinstance(r, Reply) for r in replies)
-        assert max(server.queued[48:]) >= 20 and window.latency_cuts == 0
-    with PacedServer(capacity=2, service=0.03) as server:
-        replies, window = ask_all(server, 96, max_concurrency=32)
+        assert min(server.queued[64:]) >= 20 and window.latency_cuts == 0
+    with PacedServer(capacity=4, service=0.08) as server:
+        replies, window = ask_all(server, 96, max_concurrency=48)
         assert all(isinstance(r, Reply) for r in replies) and server.requests == 96
         assert window.latency_cuts >= 1 and window.cuts == 0
-        # The first burst goes out at max_concurrency; once the latency shows the queue,
-        # the window stays near the 2 slots.
-        assert max(server.queued[48:]) <= 6, server.queued
-        assert window.limit <= 8
+        # The first burst goes out 16 at a time and grows until the latency shows the queue;
+        # then the window stays near twice the 4 slots (latency_tolerance 2): about as many
+        # requests wait as are served.
+        late = server.queued[64:]
+        assert sum(late) / len(late) <= 6 and max(late) <= 10, server.queued
 
 
 def test_noisy_latency_without_a_queue_keeps_the_window_open() -> None:
-    # Replies take 20 to 80 ms at random on a server that serves everything at once.
-    with PacedServer(service=0.02, jitter=0.06) as server:
-        replies, window = ask_all(server, 160, max_concurrency=16)
+    # Replies take 80 to 240 ms at random on a server that serves everything at once.
+    with PacedServer(service=0.08, jitter=0.16) as server:
+        replies, window = ask_all(server, 128, max_concurrency=16)
         assert all(isinstance(r, Reply) for r in replies)
-        assert window.latency_cuts == 0 and window.limit == 16
+        # At most a nudge from a reply the shared machine stalled, never a queue's shrinking.
+        assert window.latency_cuts <= 4 and window.limit == 16

@@ -146,18 +146,18 @@ class JudgeClient:
             await shard.aclose()
 
     async def _post(self, url: str, body: dict[str, Any]) -> tuple[httpx.Response, float]:
-        """The reply, and the seconds the server took from the request's last byte."""
+        """The reply, and the seconds from when the request began to go out."""
         index = self._busy.index(min(self._busy))  # the least busy pool
         self._busy[index] += 1
         try:
             shard = self._shards[index]
             request = shard.build_request("POST", url, json=body)
-            # The latency that tells a queue is the server's: from the request's last byte
-            # sent, not counting a new connection or this loop's other sends before it.
-            written = _Written()
-            request.extensions["trace"] = written
+            # The latency that tells a queue is the server's: from when the request begins to
+            # go out, not counting a new connection or waiting for one.
+            sending = _Sending()
+            request.extensions["trace"] = sending
             response = await self._exchange(shard, request)
-            return response, time.monotonic() - (written.at or written.started)
+            return response, time.monotonic() - (sending.at or sending.started)
         finally:
             self._busy[index] -= 1
 
@@ -374,8 +374,10 @@ class JudgeClient:
                      logprobs=tokens if isinstance(tokens, list) else None)
 
 
-class _Written:
-    """An httpcore trace hook that notes when the request's body was sent in full."""
+class _Sending:
+    """An httpcore trace hook that notes when the request begins to be sent (on a connection
+    that is open by then); never after the server could have it, so a latency measured
+    from it is never less than the server's."""
 
     __slots__ = ("started", "at")
 
@@ -384,7 +386,7 @@ class _Written:
         self.at: float | None = None
 
     async def __call__(self, event: str, info: dict[str, Any]) -> None:
-        if event == "http11.send_request_body.complete":
+        if event == "http11.send_request_headers.started":
             self.at = time.monotonic()
 
 

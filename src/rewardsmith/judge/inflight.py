@@ -4,23 +4,25 @@ A server with fewer slots than requests queues the rest, and a queued request's 
 timeout then fires on a healthy server, and each retry adds to the queue. So the client holds
 its requests back instead. The ceiling is ``max_concurrency``, lowered to the server's slot
 count where the server states it (llama.cpp's ``/props`` ``total_slots``); below it, the
-window adapts (additive increase, multiplicative decrease):
+window adapts:
 
 - it halves on a 429, a 503 or a timeout (at most once per ``_CUT_SPACING`` seconds, so one
   burst of refusals is one cut);
-- it shrinks when replies slow down as a queue forms: when the recent latency (a moving
-  average of the last few replies) passes ``tolerance`` times the lowest that average has
-  been over the last ``_BASELINE_REPLIES`` replies (what an unqueued reply takes). By Little's
-  law the server then serves about ``window x lowest / recent`` requests at once, so the
-  window is cut to that (with ``_HEADROOM`` to keep its slots busy), by at least a quarter.
-  A server that does not say how many it serves (vLLM) and never refuses shows its queue
-  only this way. At most one such cut per recent latency, so that the next is judged on
-  replies sent after the cut. Comparing averages, not single replies, keeps a server whose
-  latency is merely noisy (a hosted API) from being read as queueing;
-- it grows by one request per window's worth of replies in time; until the first cut, by one
-  request per reply (doubling each round trip, as TCP's slow start) from ``_START``
-  requests: a window that starts at a large ``max_concurrency`` would queue its first burst
-  on a small server, and the client would never see what an unqueued reply takes.
+- it follows the replies' latency, for servers that queue without saying how many they serve
+  (vLLM) and never refuse. ``baseline`` is what an unqueued reply takes (the lowest a slow
+  moving average of latency has been over the last ``_BASELINE_REPLIES`` replies); ``recent``
+  is a moving average of the last few. While ``recent`` stays within ``tolerance`` times the
+  baseline the window grows; past it, the window shrinks in proportion (the gradient
+  ``tolerance x baseline / recent``, as Netflix's concurrency-limits "gradient" limiter
+  does). By Little's law a server serving C at once answers W requests in flight in about
+  ``W / C`` times the unqueued latency, so the window settles near ``tolerance x C``: with 2,
+  about as many requests wait as are served. Averages, not single replies, are compared, so
+  a server whose latency merely varies is not read as queueing;
+- it starts at ``_START`` requests (or the ceiling, if lower) and grows by one a reply, as
+  TCP's slow start, until the first sign of a queue: a first burst as large as a big
+  ``max_concurrency`` would queue on a small server, and no reply would show what an
+  unqueued one takes. After that it grows by ``_GROWTH`` a reply (by one a window's worth of
+  replies when the latency is not followed).
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ from collections.abc import AsyncIterator
 __all__ = ["InFlight"]
 
 _CUT_SPACING = 1.0  # seconds: refusals closer together than this are one signal
+_START = 16  # the first window, when max_concurrency is larger
 _SMOOTHING = 0.25  # weight of the newest reply in the recent latency (about the last 8)
 _SLOW_SMOOTHING = 0.05  # the same for the typical latency the baseline is taken from
-_BASELINE_REPLIES = 256  # how far back the lowest recent latency is looked for
-_WARM_UP = 8  # replies seen before latency may cut the window
-_LATENCY_CUT = 0.75  # the most of the window kept when replies slow down
-_START = 16  # the first window, when max_concurrency is larger
-_HEADROOM = 1.5  # requests kept per request the server is estimated to serve at once
+_BASELINE_REPLIES = 256  # how far back the lowest typical latency is looked for
+_WARM_UP = 8  # replies seen before the latency moves the window
+_MIN_GRADIENT = 0.5  # one reply never asks for less than half the window
+_GROWTH = 1.0  # requests the window may grow by a reply, before smoothing
+_LIMIT_SMOOTHING = 0.2  # how far one reply moves the window toward what it asks for
 
 
 class InFlight:
@@ -49,18 +52,18 @@ class InFlight:
     def __init__(self, ceiling: int, tolerance: float | None = None):
         self.ceiling = max(1, ceiling)
         self.limit = float(min(self.ceiling, _START))
-        self.starting = True  # slow start: grow by one a reply until the first cut
+        self.starting = True  # slow start: grow by one a reply until the first sign of a queue
         self.tolerance = tolerance  # None: latency does not move the window
         self.active = 0
         self.peak = 0  # the most requests in flight at once (for usage and tests)
-        self.cuts = 0  # after refusals and timeouts
-        self.latency_cuts = 0  # after replies slowed down
+        self.cuts = 0  # halvings after refusals and timeouts
+        self.latency_cuts = 0  # replies whose latency shrank the window
         self.recent: float | None = None  # the moving average of reply latency, in seconds
-        self._typical: float | None = None  # the same, averaged over more replies
+        self._typical: float | None = None  # the same over more replies
+        self._first: list[float] = []  # the first replies' latencies, until there are enough
         self._replies = 0
-        self._lows: deque[tuple[int, float]] = deque()  # ascending minima of ``recent``
+        self._lows: deque[tuple[int, float]] = deque()  # ascending minima of ``_typical``
         self._last_cut = -_CUT_SPACING
-        self._last_latency_cut = -1e9
         self._condition: asyncio.Condition | None = None
 
     def cap(self, slots: int) -> None:
@@ -70,7 +73,7 @@ class InFlight:
 
     @property
     def baseline(self) -> float | None:
-        """The lowest recent latency over the last replies (what an unqueued reply takes)."""
+        """What an unqueued reply takes, in seconds (None until enough replies came)."""
         return self._lows[0][1] if self._lows else None
 
     @contextlib.asynccontextmanager
@@ -92,36 +95,45 @@ class InFlight:
     def succeeded(self, latency: float | None = None) -> None:
         """A reply came back in time, after ``latency`` seconds. Call it before leaving
         ``slot()``: the release wakes the waiters, who then see the new window."""
-        if latency is not None and self.tolerance is not None and self._queueing(latency):
-            now = time.monotonic()
-            recent, lowest = self.recent, self.baseline
-            assert recent is not None and lowest is not None
-            if now - self._last_latency_cut >= recent:
-                self._last_latency_cut = now
-                self.latency_cuts += 1
-                keep = min(_LATENCY_CUT, _HEADROOM * lowest / recent)
-                self.limit = max(1.0, self.limit * keep)
-                self.starting = False
-            return
-        step = 1.0 if self.starting else 1.0 / max(1.0, self.limit)
-        self.limit = min(float(self.ceiling), self.limit + step)
+        gradient = 1.0
+        if latency is not None and self.tolerance is not None:
+            self._observe(latency)
+            if self.baseline is not None and self.recent:
+                gradient = min(1.0, self.tolerance * self.baseline / self.recent)
+        if gradient < 1.0:
+            self.starting = False
+            self.latency_cuts += 1
+        if self.starting:
+            step = 1.0
+        elif self.tolerance is None or latency is None:
+            step = 1.0 / max(1.0, self.limit)
+        else:
+            wanted = self.limit * max(_MIN_GRADIENT, gradient) + _GROWTH
+            step = _LIMIT_SMOOTHING * (wanted - self.limit)
+        self.limit = max(1.0, min(float(self.ceiling), self.limit + step))
 
-    def _queueing(self, latency: float) -> bool:
-        """Take in one reply's latency; whether replies now wait in a queue."""
-        recent = latency if self.recent is None else (
+    def _observe(self, latency: float) -> None:
+        """Take in one reply's latency: the recent and the typical latency, the baseline."""
+        self.recent = latency if self.recent is None else (
             self.recent + _SMOOTHING * (latency - self.recent))
-        typical = latency if self._typical is None else (
-            self._typical + _SLOW_SMOOTHING * (latency - self._typical))
-        self.recent, self._typical = recent, typical
         self._replies += 1
+        if self._typical is None:
+            # The first replies of a burst include unqueued ones (a server serves at least
+            # one at once): the typical latency starts from the fastest of them but one (a
+            # lone fast reply of a server whose latency varies is not the rule).
+            self._first.append(latency)
+            if len(self._first) < _WARM_UP:
+                return
+            typical = sorted(self._first)[1]
+        else:
+            typical = self._typical + _SLOW_SMOOTHING * (latency - self._typical)
+        self._typical = typical
         lows = self._lows  # a sliding-window minimum: O(1) per reply
         while lows and lows[-1][1] >= typical:
             lows.pop()
         lows.append((self._replies, typical))
         while lows[0][0] <= self._replies - _BASELINE_REPLIES:
             lows.popleft()
-        assert self.tolerance is not None
-        return self._replies > _WARM_UP and recent > self.tolerance * lows[0][1]
 
     def overloaded(self) -> None:
         """The server refused or ran late: halve the window (once per burst)."""
