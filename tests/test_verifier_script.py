@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
+import subprocess
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ import pytest
 from rewardsmith import Rollout, Rubric, score_rollouts
 from rewardsmith.errors import RubricError
 from rewardsmith.rewards.agents.verifier_script import grade, verifier_script
+from rewardsmith.sandbox import SandboxUnavailable
 from rewardsmith.sandbox.script_jobs import ScriptOutput, ScriptResult
 from rewardsmith.testing import run_reward_tests
 
@@ -282,3 +286,29 @@ def test_a_fifo_in_the_workspace_and_a_script_past_its_memory(tmp_path: Path) ->
     with pytest.raises(RubricError, match="memory_limit .* holds the workspace's copy too"):
         Rubric.from_dict({"components": {"v": {"reward": "verifier_script", "params": {
             "memory_limit": 1024, "workspace_limit": 1024}}}})
+
+
+def test_a_virtualenv_comes_first_on_the_scripts_path(tmp_path: Path) -> None:
+    base = tempfile.mkdtemp(prefix="rewardsmith-venv-test-")  # where nobody may enter
+    try:
+        os.chmod(base, 0o755)
+        venv = os.path.join(base, "venv")
+        made = subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", venv],
+                              capture_output=True)
+        if made.returncode != 0:
+            pytest.skip(f"python3 -m venv is not available: {made.stderr.decode()[-200:]}")
+        task = make_task(tmp_path / "task", (
+            "python -c 'import sys; print(sys.prefix)' > /tmp/prefix\n"
+            f"if grep -qx '{venv}' /tmp/prefix; then echo 1; else echo 0; fi "
+            "> /logs/verifier/reward.txt\n"))
+        ws = workspace(tmp_path / "ws", {})
+        assert run(ws, task, environment=venv)["reward"] == 1.0
+        assert run(ws, task)["reward"] == 0.0
+        hidden = tmp_path / "hidden" / "venv"  # under pytest's folder, which only root enters
+        subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(hidden)],
+                       check=True)
+        if os.geteuid() == 0:
+            with pytest.raises(SandboxUnavailable, match="cannot enter"):
+                run(ws, task, environment=str(hidden))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -107,11 +107,14 @@ def _neutralize_links(root: str, guarded: list[str]) -> int:
 
 
 def _empty(folder: str, keep: list[str]) -> None:
-    """Remove everything in ``folder`` but the folders in ``keep`` (and their parents)."""
+    """Remove everything in ``folder`` but the folders in ``keep`` (mounts: left whole) and
+    the folders above them."""
     if not os.path.isdir(folder):
         return
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
+        if path in keep:
+            continue
         if any(_inside(k, path) for k in keep):
             if os.path.isdir(path) and not os.path.islink(path):
                 _empty(path, keep)
@@ -211,7 +214,7 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
     report["unpack_seconds"] = round(time.monotonic() - started, 3)
     report["links_removed"] = _neutralize_links(work, job["guarded"])
     for folder in job["scratch"]:
-        _empty(folder, [work])
+        _empty(folder, [work, *job["keep"]])
     output_dir = job["output_dir"]
     os.makedirs(output_dir, exist_ok=True)
     log_path = os.path.join(output_dir, job["log_name"])

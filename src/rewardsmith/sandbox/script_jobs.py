@@ -19,6 +19,7 @@ import json
 import os
 import selectors
 import shutil
+import stat
 import subprocess
 import tarfile
 import threading
@@ -130,6 +131,7 @@ class ScriptJob:
             "time_limit": self.time_limit, "env": env,
             "guarded": sorted({self.output_dir, *self.guarded}),
             "scratch": [self.output_dir, "/tmp", "/dev/shm"],
+            "keep": [os.path.normpath(inside) for _, inside in self.mounts],
         }
 
 
@@ -316,8 +318,22 @@ def stage_mounts(mounts: tuple[tuple[str, str], ...], staged: str, *,
                     if not os.path.islink(path):
                         os.chmod(path, 0o644 | (os.stat(path).st_mode & 0o111))
             host = copy
+        else:
+            _check_reachable(host)
         found.append((host, inside))
     return found
+
+
+def _check_reachable(path: str) -> None:
+    """A folder mounted as it is: the sandbox's user (nobody, not root) must be able to enter
+    every folder above it."""
+    here = os.path.dirname(os.path.abspath(path))
+    while here not in ("/", ""):
+        if not os.stat(here).st_mode & stat.S_IXOTH:
+            raise SandboxUnavailable(f"cannot mount {path!r}: the sandbox's user (nobody) "
+                                     f"cannot enter {here!r}; make it searchable "
+                                     f"('chmod o+x {here}') or put it elsewhere")
+        here = os.path.dirname(here)
 
 
 def script_unavailable(name: str) -> SandboxUnavailable:
