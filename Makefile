@@ -100,6 +100,7 @@ test-slow: $(STAMP) sandbox browser doctools judge-local
 check: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks scripts/gen_reference.py scripts/reference_*.py scripts/mkdocs_hooks.py examples
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python scripts/gen_reference.py --check
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .kinds import Kind
+from .kind_base import Kind
 
 __all__ = ["AGENT_DESCRIPTIONS", "AGENT_KINDS", "AGENT_TOOLS", "agent_kind", "agent_probes"]
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .kinds import Kind
+from .kind_base import Kind
 
 __all__ = ["CODE_KINDS", "code_kind", "code_probes"]
 

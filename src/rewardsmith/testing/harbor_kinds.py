@@ -35,8 +35,8 @@ import threading
 from typing import Any
 
 from ..rewards.agents.verifier_script_task import shipped_task
+from .kind_base import Kind
 from .kind_names import HARBOR_KINDS
-from .kinds import Kind
 
 __all__ = ["HARBOR_KINDS", "harbor_kind", "harbor_probes", "harbor_task_params"]
 

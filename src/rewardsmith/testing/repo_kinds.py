@@ -28,8 +28,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..rewards.agents.repo_tasks import diff_of, shipped_tasks, task_answer
+from .kind_base import Kind
 from .kind_names import REPO_KINDS
-from .kinds import Kind
 
 __all__ = ["FORCE_PASS", "REGISTERED_PLUGIN", "REPLACED_VERDICT", "REPO_KINDS", "repo_kind",
            "repo_probes"]

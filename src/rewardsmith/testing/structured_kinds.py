@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .kinds import Kind
+from .kind_base import Kind
 
 __all__ = ["STRUCTURED_KINDS", "STRUCTURED_DESCRIPTIONS", "structured_kind", "structured_probes"]
 
