@@ -312,3 +312,17 @@ def test_a_virtualenv_comes_first_on_the_scripts_path(tmp_path: Path) -> None:
                 run(ws, task, environment=str(hidden))
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_tarball_with_clashing_members_is_unpacked_as_far_as_it_can(tmp_path: Path) -> None:
+    path = tmp_path / "ws.tar"
+    with tarfile.open(path, "w") as archive:
+        folder = tarfile.TarInfo("wc.py")  # a folder, then a file of the same name over it
+        folder.type = tarfile.DIRTYPE
+        archive.addfile(folder)
+        for name, text in [("wc.py", "print(5)\n"), ("sub/x", "1"), ("sub", "not a folder")]:
+            member = tarfile.TarInfo(name)
+            member.size = len(text)
+            archive.addfile(member, io.BytesIO(text.encode()))
+    result = run(str(path))
+    assert result["reward"] == 0.0 and result["exit_code"] == 0.0  # graded, not an error

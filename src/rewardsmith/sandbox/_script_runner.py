@@ -17,6 +17,7 @@ whatever Python the sandbox has (a container image's included), from 3.8 on.
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import signal
@@ -77,15 +78,21 @@ def _unpack(source: IO[bytes], root: str) -> dict[str, int]:
                 counts["skipped"] += 1
                 continue
             target = os.path.join(root, name)
-            if os.path.islink(target) or (os.path.lexists(target) and not member.isdir()
-                                          and not os.path.isdir(target)):
-                os.unlink(target)  # never write through a link an earlier member made
             member.name = name
             member.uid = member.gid = os.getuid()
             member.uname = member.gname = ""
             member.mode = (member.mode & 0o777) | 0o600 if member.isreg() else \
                 (member.mode & 0o777) | 0o700
-            archive.extract(member, root, set_attrs=not member.issym(), **_TRUSTED)
+            try:
+                if os.path.islink(target) or (os.path.lexists(target) and not member.isdir()
+                                              and not os.path.isdir(target)):
+                    os.unlink(target)  # never write through a link an earlier member made
+                archive.extract(member, root, set_attrs=not member.issym(), **_TRUSTED)
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.ENOMEM):
+                    raise  # the workspace is too large: the report says so
+                counts["skipped"] += 1  # a member that cannot be made (a file over a folder)
+                continue
             counts["files"] += 1
     return counts
 
