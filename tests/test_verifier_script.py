@@ -326,3 +326,14 @@ def test_a_tarball_with_clashing_members_is_unpacked_as_far_as_it_can(tmp_path: 
             archive.addfile(member, io.BytesIO(text.encode()))
     result = run(str(path))
     assert result["reward"] == 0.0 and result["exit_code"] == 0.0  # graded, not an error
+
+
+def test_a_workspace_this_machine_cannot_read_is_an_error_not_a_grade(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreadable(workspace: str | None, sink: Any) -> None:
+        sink.write(b"\0" * 512)  # the start of a tar stream, then a file that cannot be read
+        raise PermissionError(13, "Permission denied", f"{workspace}/secret")
+
+    monkeypatch.setattr("rewardsmith.sandbox.script_jobs.workspace_stream", unreadable)
+    with pytest.raises(ValueError, match="could not be read: .*Permission denied"):
+        run(workspace(tmp_path / "ws", {"wc.py": RIGHT}))

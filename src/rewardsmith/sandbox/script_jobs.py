@@ -204,7 +204,8 @@ def exchange(argv: list[str], job: ScriptJob, what: str, *, user: int | None = N
         raise SandboxError(f"{what}: cannot start {argv[0]!r}: {exc}") from exc
     assert process.stdin is not None and process.stdout is not None
     assert process.stderr is not None
-    feeder = threading.Thread(target=_feed, args=(process.stdin, job), daemon=True)
+    unread: list[OSError] = []  # the workspace could not be read here (not the sandbox's doing)
+    feeder = threading.Thread(target=_feed, args=(process.stdin, job, unread), daemon=True)
     feeder.start()
     out, err, late = _collect(process, time.monotonic() + job.time_limit + SCRIPT_MARGIN)
     if late or len(out) > _REPORT_CAP:
@@ -212,6 +213,8 @@ def exchange(argv: list[str], job: ScriptJob, what: str, *, user: int | None = N
     code = process.wait()
     feeder.join(timeout=5.0)
     report = _last_json_line(bytes(out))
+    if unread:
+        raise ValueError(f"the workspace {job.workspace!r} could not be read: {unread[0]}")
     if late:
         return ScriptResult(None, True, job.time_limit, {})
     if report is None:
@@ -222,12 +225,17 @@ def exchange(argv: list[str], job: ScriptJob, what: str, *, user: int | None = N
     return _result(report)
 
 
-def _feed(stdin: IO[bytes], job: ScriptJob) -> None:
+def _feed(stdin: IO[bytes], job: ScriptJob, unread: list[OSError]) -> None:
     try:
         stdin.write(json.dumps(job.runner_job()).encode("utf-8") + b"\n")
         workspace_stream(job.workspace, stdin)
-    except (BrokenPipeError, OSError, ValueError):
+    except BrokenPipeError:
         pass  # the sandbox ended or refused the rest: its report says why
+    except OSError as exc:
+        if exc.filename is not None:  # a file of the workspace, not the pipe
+            unread.append(exc)
+    except ValueError:
+        pass  # the pipe was closed under the writer: as a broken pipe
     finally:
         try:
             stdin.close()
