@@ -23,6 +23,7 @@ RUNS = {
     "bench_judge.py": ["--rollouts", "100", "--latency", "0.02"],
     "bench_server.py": ["--clients", "8", "--seconds", "2", "--max-requests", "100"],
     "bench_ifeval.py": ["--rows", "300", "--repeats", "1"],
+    "bench_repo_tests.py": ["--diffs", "12"],
 }
 
 
