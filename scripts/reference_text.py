@@ -286,7 +286,8 @@ BUILTIN_PARAMS: dict[tuple[str, str], str] = {
     ("verifier_script", "environment"): "A virtualenv mounted read-only, its `bin` first on "
     "the script's PATH (for `python -m pytest` and the like under bubblewrap).",
     ("verifier_script", "time_limit"): "Seconds the script may run, at most; the task's "
-    "`[verifier] timeout_sec` when smaller. Past it: 0 with metric `timeout`.",
+    "`[verifier] timeout_sec` when smaller. Past it: 0 with metric `timeout`. Above 600, raise "
+    "the component's `timeout` to at least this + 60.",
     ("verifier_script", "memory_limit"): "MB for everything the job holds: the script's "
     "processes and the files of the workspace copy, `/tmp` and the log folder (a memory cgroup "
     "where one can be made); at least `workspace_limit` + 240.",
