@@ -104,6 +104,9 @@ class PacedServer:
                 path = lines[0].split(" ")[1]
                 if path.endswith("/models"):
                     await self._send(writer, {"data": [{"id": MODEL}]}, paced=False)
+                elif lines[0].startswith("GET "):  # no /props: it does not say its slots
+                    await self._send(writer, {"error": {"message": "no such route"}},
+                                     paced=False, status="404 Not Found")
                 else:
                     await self._chat(writer, json.loads(body))
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
@@ -137,9 +140,9 @@ class PacedServer:
         self.replies += 1
 
     async def _send(self, writer: asyncio.StreamWriter, data: dict[str, Any], *,
-                    paced: bool) -> None:
+                    paced: bool, status: str = "200 OK") -> None:
         body = json.dumps(data).encode()
-        head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        head = (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode()
         if paced and self.head_delay:
             await asyncio.sleep(self.head_delay)

@@ -18,11 +18,11 @@ window adapts:
   ``W / C`` times the unqueued latency, so the window settles near ``tolerance x C``: with 2,
   about as many requests wait as are served. Averages, not single replies, are compared, so
   a server whose latency merely varies is not read as queueing;
-- it starts at ``_START`` requests (or the ceiling, if lower) and grows by one a reply, as
-  TCP's slow start, until the first sign of a queue: a first burst as large as a big
-  ``max_concurrency`` would queue on a small server, and no reply would show what an
-  unqueued one takes. After that it grows by ``_GROWTH`` a reply (by one a window's worth of
-  replies when the latency is not followed).
+- it starts at ``_START`` requests (or the ceiling, if lower), holds there for the first
+  ``_WARM_UP`` replies, then grows by one a reply, as TCP's slow start, until the first sign
+  of a queue: a first burst as large as a big ``max_concurrency`` would queue on a small
+  server, and no reply would show what an unqueued one takes. After that it grows by
+  ``_GROWTH`` a reply (by one a window's worth of replies when the latency is not followed).
 """
 
 from __future__ import annotations
@@ -104,7 +104,10 @@ class InFlight:
             self.starting = False
             self.latency_cuts += 1
         if self.starting:
-            step = 1.0
+            # Held until the first replies tell what an unqueued one takes: growing blind
+            # would add to a queue the latency is about to show.
+            warming = latency is not None and self.tolerance is not None and self.baseline is None
+            step = 0.0 if warming else 1.0
         elif self.tolerance is None or latency is None:
             step = 1.0 / max(1.0, self.limit)
         else:
