@@ -21,7 +21,7 @@ import pytest
 
 from rewardsmith import Rollout, Rubric, score_rollouts
 from rewardsmith.errors import RubricError
-from rewardsmith.rewards.agents.verifier_script import grade, verifier_script
+from rewardsmith.rewards.agents.verifier_script import grade, reference_score, verifier_script
 from rewardsmith.sandbox import SandboxUnavailable
 from rewardsmith.sandbox.script_jobs import ScriptOutput, ScriptResult
 from rewardsmith.testing import run_reward_tests
@@ -337,3 +337,20 @@ def test_a_workspace_this_machine_cannot_read_is_an_error_not_a_grade(
     monkeypatch.setattr("rewardsmith.sandbox.script_jobs.workspace_stream", unreadable)
     with pytest.raises(ValueError, match="could not be read: .*Permission denied"):
         run(workspace(tmp_path / "ws", {"wc.py": RIGHT}))
+
+
+def test_the_reference_solution_of_a_task_is_scored_as_harbors_oracle_does(
+        tmp_path: Path) -> None:
+    shipped = reference_score(TASK)
+    assert shipped["reward"] == 1.0 and shipped["reward.passed"] == 5.0
+    # A task written for Harbor that installs its tools when it runs: offline and without
+    # root, its own solution cannot pass, which this shows before any training.
+    task = make_task(tmp_path / "needs-network", (
+        "trap 'echo $reward > /logs/verifier/reward.txt' EXIT\nreward=0\n"
+        "apt-get install -y curl > /dev/null 2>&1 || exit 1\nreward=1\n"))
+    (tmp_path / "needs-network" / "solution").mkdir()
+    (tmp_path / "needs-network" / "solution" / "solve.sh").write_text("echo 42 > /app/a.txt\n")
+    os.system(f"chmod -R a+rX {tmp_path / 'needs-network'}")
+    assert reference_score(task)["reward"] == 0.0
+    with pytest.raises(ValueError, match="no solution/solve.sh"):
+        reference_score(make_task(tmp_path / "no-solution", "true\n"))

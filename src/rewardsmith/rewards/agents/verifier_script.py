@@ -29,6 +29,7 @@ only a task folder or workspace that is not there, or a sandbox that cannot star
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import math
@@ -52,7 +53,7 @@ from ...sandbox.script_jobs import (
 from .._registry import builtin
 from .verifier_script_task import DEFAULT_VERIFIER_TIMEOUT, HarborTask, load_task
 
-__all__ = ["verifier_script", "VERIFIER_DEFAULT_TIMEOUT", "script_runner"]
+__all__ = ["verifier_script", "VERIFIER_DEFAULT_TIMEOUT", "reference_score", "script_runner"]
 
 REWARD_FILES = ("reward.txt", "reward.json")
 REWARD_FILE_CHOICES = ("auto", "txt", "json")
@@ -240,6 +241,27 @@ def verifier_script(
     job = _job(folder, os.path.abspath(workspace), params, mounts, path)
     result = script_runner(_sandbox_name(sandbox, folder, environment)).run_script(job)
     return grade(result, reward_file, _bounds(reward_range), _weights(weights))
+
+
+def reference_score(task: str, *, sandbox: str = "auto", environment: str | None = None,
+                    time_limit: float = DEFAULT_VERIFIER_TIMEOUT, memory_limit: int = 2048,
+                    reward_file: str = "auto", image: str | None = None) -> dict[str, float]:
+    """What the task's reference solution scores: ``solution/solve.sh`` run over an empty
+    workspace, then ``tests/test.sh``, in one sandbox, as Harbor's oracle agent does. A task
+    whose tests need what this sandbox lacks (a network, root, tools it installs) scores its
+    own solution below full credit here: check a task this way before training on it."""
+    folder = load_task(task)
+    if folder.solution is None:
+        raise ValueError(f"task {folder.folder!r} has no solution/solve.sh")
+    mounts, path = _environment_mounts(environment)
+    params = {"time_limit": time_limit, "memory_limit": memory_limit, "workspace_limit": 1024,
+              "image": image}
+    job = _job(folder, None, params, ((folder.solution, "/solution"), *mounts), path)
+    script = ("bash /solution/solve.sh > /logs/verifier/solution-stdout.txt 2>&1 || exit 97\n"
+              "exec bash /tests/test.sh\n")
+    job = dataclasses.replace(job, argv=("bash", "-c", script))
+    result = script_runner(_sandbox_name(sandbox, folder, environment)).run_script(job)
+    return grade(result, reward_file, None)
 
 
 def grade(result: ScriptResult, reward_file: str = "auto",

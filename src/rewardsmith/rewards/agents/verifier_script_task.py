@@ -45,6 +45,7 @@ class HarborTask:
     env: Mapping[str, str] = field(default_factory=dict)  # [verifier] env
     dockerfile: str | None = None  # environment/Dockerfile, when the task has one
     docker_image: str | None = None  # [environment] docker_image
+    solution: str | None = None  # solution/ (solve.sh: the reference solution), when present
 
     @property
     def needs_container(self) -> bool:
@@ -58,7 +59,9 @@ def load_task(folder: str) -> HarborTask:
     path = os.path.abspath(os.path.expanduser(folder))
     script = os.path.join(path, "tests", "test.sh")
     config = os.path.join(path, "task.toml")
-    return _load(path, _stamp(script), _stamp(config))
+    others = tuple(_stamp(os.path.join(path, *parts))
+                   for parts in (("environment", "Dockerfile"), ("solution", "solve.sh")))
+    return _load(path, _stamp(script), _stamp(config), others)
 
 
 def _stamp(path: str) -> tuple[int, int, int] | None:
@@ -70,7 +73,7 @@ def _stamp(path: str) -> tuple[int, int, int] | None:
 
 
 @lru_cache(maxsize=256)
-def _load(path: str, script_stamp: Any, config_stamp: Any) -> HarborTask:
+def _load(path: str, script_stamp: Any, config_stamp: Any, _others: Any) -> HarborTask:
     if not os.path.isdir(path):
         raise ValueError(f"task folder {path!r} does not exist")
     tests = os.path.join(path, "tests")
@@ -101,8 +104,10 @@ def _load(path: str, script_stamp: Any, config_stamp: Any) -> HarborTask:
     if image is not None and (not isinstance(image, str) or not image):
         raise ValueError(f"{config_path}: [environment] docker_image must be an image name")
     dockerfile = os.path.join(path, "environment", "Dockerfile")
+    solution = os.path.join(path, "solution")
     return HarborTask(path, tests, float(timeout), dict(env),
-                      dockerfile if os.path.isfile(dockerfile) else None, image or None)
+                      dockerfile if os.path.isfile(dockerfile) else None, image or None,
+                      solution if os.path.isfile(os.path.join(solution, "solve.sh")) else None)
 
 
 def _table(config: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any]:
