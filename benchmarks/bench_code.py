@@ -3,8 +3,9 @@
 The peer, in the same run on the same cores: for each solution, for each test,
 ``subprocess.run([python, file], input=..., timeout=...)`` with no sandbox, two solutions at
 a time (two threads), as a typical hand-written reward does. The ``code`` reward runs the same
-solutions through the engine with two worker processes: one bubblewrap sandbox and one
-interpreter per solution, a fork per test, and no test after the first one that times out.
+solutions through the engine with two worker processes: a warm bubblewrap sandbox per worker,
+a fork per stdin test (a Python program's call tests share one process), and no test after
+the first one that times out. Each row's time includes starting the engine's workers.
 
 The solutions are seeded: right, wrong, crashing and looping Python programs (a C++ row:
 right and wrong programs, compiled once each by both sides). Both sides must agree on every

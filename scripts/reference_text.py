@@ -233,6 +233,11 @@ BUILTIN_PARAMS: dict[tuple[str, str], str] = {
     ("code", "problem_limits"): "Use the time and memory limits a problem carries (CodeContests' "
     "`time_limit`, `memory_limit_bytes`) where they are stricter than `time_limit` / "
     "`memory_limit`, which stay the ceilings; `false` ignores them.",
+    ("code", "isolate_tests"): "`true`: every test runs in a fresh process, so a program "
+    "carries nothing from one call test to the next; `false` (the default): a Python program's "
+    "call tests in a row share one process, as LiveCodeBench's grader runs them (a fork per "
+    "test is saved; a later call can see what earlier calls were given, never an expected "
+    "value).",
     ("ifeval", "loose"): "Also accept a response after IFEval's loose relaxations: its first "
     "line, last line or both dropped, and asterisks removed.",
     ("ifeval", "mode"): "`fraction`: the share of instructions followed; `all`: 1.0 only when "

@@ -204,3 +204,31 @@ def test_a_process_started_by_a_call_ends_with_its_program() -> None:
         clean = sandbox.run(Job("python", look, ({"kind": "call", "fn": "f", "args": [1]},),
                                 limits))
         assert clean.runs[0].value == '{"value": [[], ["rs-work"]]}', clean
+
+
+KEEPER = ("seen = []\n"
+          "def f(x):\n"
+          "    seen.append(x)\n"
+          "    return seen[-2] if len(seen) > 1 else -1\n")
+# Each test's answer is the other test's argument.
+SWAPPED = {"fn_name": "f", "inputs": [[5], [7]], "outputs": [7, 5]}
+
+
+def test_calls_that_share_a_process_see_earlier_arguments() -> None:
+    # The price of sharing: a program may answer from what an earlier call was given, where a
+    # dataset's answers are other tests' arguments (as LiveCodeBench's grader allows too).
+    assert run(KEEPER, SWAPPED)["passed"] == 1.0
+
+
+@pytest.mark.parametrize("sandbox", ["bubblewrap", "none"])
+def test_isolate_tests_gives_each_call_a_fresh_process(sandbox: str) -> None:
+    assert run(KEEPER, SWAPPED, isolate_tests=True, sandbox=sandbox)["passed"] == 0.0
+    asserts = {"asserts": ["assert f(5) == 7", "assert f(7) == 5"]}
+    assert run(KEEPER, asserts, isolate_tests=True, sandbox=sandbox)["passed"] == 0.0
+    honest = "def f(x):\n    return 2 * x\n"
+    assert run(honest, DOUBLES, isolate_tests=True, sandbox=sandbox)["reward"] == 1.0
+
+
+def test_isolate_tests_must_be_a_boolean() -> None:
+    with pytest.raises(Exception, match="isolate_tests"):
+        Rubric.single("code", params={"isolate_tests": "yes"})

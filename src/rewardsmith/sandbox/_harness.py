@@ -297,7 +297,11 @@ def _run_tests(job: dict[str, Any], built: Any, spent: float, fresh: _Fresh) -> 
     ran = False
     session: _Session | None = None
     tests = job["tests"]
-    shared = [language == "python" and _in_session(test) for test in tests]
+    # Which tests share the program's process (None: an expression that does not compile).
+    shared: list[bool | None] = [False] * len(tests)
+    if language == "python":
+        together = job.get("shared_calls", True)
+        shared = [_in_session(t) if together else _compiles(t) for t in tests]
     try:
         for index, test in enumerate(tests):
             remaining = total - spent
@@ -349,6 +353,12 @@ def _run_tests(job: dict[str, Any], built: Any, spent: float, fresh: _Fresh) -> 
     finally:
         if session is not None:
             session.close()
+
+
+def _compiles(test: dict[str, Any]) -> bool | None:
+    """False (no session) for a test that can run; None for an expression that does not
+    compile."""
+    return None if _in_session(test) is None else False
 
 
 def _in_session(test: dict[str, Any]) -> bool | None:

@@ -72,6 +72,7 @@ def job_message(job: Job, runtime: dict[str, Any], *, await_go: bool = False) ->
         "tests": list(job.tests),
         "limits": job.limits.as_dict(),
         "stop_on_timeout": job.stop_on_timeout,
+        "shared_calls": job.shared_calls,
         "runtime": {**runtime, "serve": serve_source()} if job.language == "python" else runtime,
         "await_go": await_go,
     }).encode("utf-8") + b"\n"

@@ -91,6 +91,9 @@ class Job:
     limits: Limits = Limits()
     stop_on_timeout: bool = True
     environment: str | None = None  # a Python virtualenv or interpreter (see runtimes.py)
+    # Python call tests (and plain-call expressions) in a row share one process that loads the
+    # program once; False gives each test a fresh process, so nothing carries between tests.
+    shared_calls: bool = True
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:

@@ -50,6 +50,9 @@ def _check(params: Mapping[str, Any]) -> None:
     if params.get("compare", "exact") not in COMPARE_MODES:
         raise ValueError(f"compare {params.get('compare')!r} must be one of "
                          f"{', '.join(COMPARE_MODES)}")
+    if not isinstance(params.get("isolate_tests", False), bool):
+        raise ValueError(f"isolate_tests must be true or false, got "
+                         f"{params.get('isolate_tests')!r}")
     tolerance = params.get("float_tolerance")
     if tolerance is not None and (isinstance(tolerance, bool) or
                                   not isinstance(tolerance, (int, float)) or
@@ -90,6 +93,7 @@ def code(
     compare: str = "exact",
     compile_time_limit: float = _DEFAULTS.compile_time,
     environment: str | None = None,
+    isolate_tests: bool = False,
 ) -> dict[str, float]:
     """Code: the program in the completion passes the answer's tests, run in a sandbox."""
     if language not in LANGUAGES:
@@ -103,7 +107,7 @@ def code(
     program = extract_program(completion if isinstance(completion, str) else str(completion),
                               language)
     job = Job(language, program, tuple(t.spec for t in tests), limits,
-              environment=environment or None)
+              environment=environment or None, shared_calls=not isolate_tests)
     result = get_sandbox(sandbox).run(job)
     return _grade(tests, result, mode, float_tolerance, compare)
 
