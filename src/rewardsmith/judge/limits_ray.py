@@ -31,7 +31,7 @@ from typing import Any
 from rewardsmith._system.process_identity import ProcessIdentity
 
 from ..errors import JudgeError
-from .limits import FULL, LimitSettings, bucket_reserve
+from .limit_settings import FULL, LimitSettings, bucket_reserve
 
 __all__ = ["ACTOR_NAME", "HEARTBEAT", "LEASE", "LimiterActor", "RayLimits"]
 

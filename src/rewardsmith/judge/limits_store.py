@@ -37,7 +37,7 @@ from rewardsmith.store.sqlite_setup import (
 )
 
 from ..errors import StoreError
-from .limits import FULL, LimitSettings, bucket_reserve
+from .limit_settings import FULL, LimitSettings, bucket_reserve
 
 __all__ = ["HEARTBEAT", "LEASE", "StoreLimits"]
 
