@@ -120,3 +120,23 @@ def test_the_cli_in_process_returns_while_a_reward_started_a_daemon(tmp_path: Pa
     assert len(out.splitlines()) == 2
     started = pids(pid_file)
     assert len(started) == 1 and not alive(started[0])
+
+
+_SCORE_IN_PROCESS_THEN_IN_WORKERS = """
+from rewardsmith import Rollout, Rubric, score_rollouts
+from rewardsmith.testing import run_reward_tests
+
+rollout = Rollout("a", "g", "p", "4", "4")
+assert score_rollouts(Rubric.single("exact"), [rollout], workers=0)[0].reward == 1.0
+# Cases run in-process while the worker pool (and multiprocessing's fork server) starts: the
+# fork server inherits the in-process batches' tag, and is not a reward's process to end.
+report = run_reward_tests("exact", workers=2)
+print("ok", len(report.rows))
+"""
+
+
+def test_what_the_program_starts_during_an_in_process_batch_is_not_ended_with_it() -> None:
+    done = subprocess.run([sys.executable, "-c", _SCORE_IN_PROCESS_THEN_IN_WORKERS],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("ok ")

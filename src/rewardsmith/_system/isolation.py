@@ -258,10 +258,19 @@ def _end_left_behind() -> None:
     global _last_look
     _last_look = time.monotonic()
     needle = f"{_TAG_VARIABLE}={os.getpid()}".encode()
+    # Processes this program started for itself while a batch ran (a worker pool's fork
+    # server, its workers, multiprocessing's resource tracker) inherit the tag too: they and
+    # what runs below them are never a reward's.
+    ours = _own_processes()
+    spared = set(ours)
+    for pid in ours:
+        spared.update(_descendants(pid))
     killed = []
     for _ in range(2):  # a second look: one may have forked while the first were killed
         found = False
         for pid in _descendants(os.getpid()):
+            if pid in spared:
+                continue
             try:
                 with open(f"/proc/{pid}/environ", "rb") as handle:
                     environment = handle.read().split(b"\0")
@@ -284,6 +293,25 @@ def _end_left_behind() -> None:
             if done or time.monotonic() > deadline:
                 break
             time.sleep(0.001)
+
+
+def _own_processes() -> list[int]:
+    """The processes multiprocessing started for this program: its children, the fork server
+    and the resource tracker (read from multiprocessing's own state; none when it was never
+    imported)."""
+    if "multiprocessing" not in sys.modules:
+        return []
+    import multiprocessing  # imported already: free
+
+    pids = [child.pid for child in multiprocessing.active_children() if child.pid]
+    for module, attribute in (("multiprocessing.forkserver", "_forkserver_pid"),
+                              ("multiprocessing.resource_tracker", "_pid")):
+        helper = sys.modules.get(module)
+        holder = getattr(helper, "_forkserver", None) or getattr(helper, "_resource_tracker", None)
+        pid = getattr(holder, attribute, None)
+        if isinstance(pid, int):
+            pids.append(pid)
+    return pids
 
 
 def _descendants(pid: int) -> list[int]:
