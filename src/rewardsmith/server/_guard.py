@@ -82,7 +82,7 @@ class Guard:
                 code = int(message["status"])
                 sent = True
             elif listener is not None and not message.get("more_body", False):
-                listener.close()  # answered: a disconnect from now on cancels nothing
+                listener.answered = True  # a disconnect from now on cancels nothing
             await send(message)
 
         listener: _Listener | None = None
@@ -179,21 +179,31 @@ class Guard:
 
 class _Listener:
     """Waits, beside the request being handled, for its client to disconnect, and then cancels
-    the request's task. It is the one reader of the server's ``receive`` once the body is in."""
+    the request's task. It is the one reader of the server's ``receive`` once the body is in.
+
+    It starts listening only once the request has run for ``_LISTEN_AFTER`` seconds (a timer
+    costs a fraction of a task, and most requests are answered sooner), or when the app asks
+    for the next message itself."""
 
     def __init__(self, receive: Receive):
         self._receive = receive
         self._request = asyncio.current_task()
         self.gone = False
-        self._closed = False
-        self._listening = asyncio.ensure_future(self._listen())
+        self.answered = False
+        self._listening: asyncio.Future[Message] | None = None
+        self._timer = asyncio.get_running_loop().call_later(_LISTEN_AFTER, self._listen)
 
-    async def _listen(self) -> Message:
+    def _listen(self) -> asyncio.Future[Message]:
+        if self._listening is None:
+            self._listening = asyncio.ensure_future(self._wait())
+        return self._listening
+
+    async def _wait(self) -> Message:
         while True:
             message = await self._receive()
             if message["type"] == "http.disconnect":
                 break
-        if not self._closed and self._request is not None:
+        if not self.answered and self._request is not None:
             self.gone = True
             self._request.cancel()
         return message
@@ -207,14 +217,19 @@ class _Listener:
             if not delivered:
                 delivered = True
                 return {"type": "http.request", "body": body, "more_body": False}
-            return await asyncio.shield(self._listening)
+            return await asyncio.shield(self._listen())
 
         return replay
 
     def close(self) -> None:
-        self._closed = True
-        if not self._listening.done():
+        self.answered = True
+        self._timer.cancel()
+        if self._listening is not None and not self._listening.done():
             self._listening.cancel()
+
+
+# How long a request runs before the gate listens for its client going away.
+_LISTEN_AFTER = 0.05
 
 
 def _uncancel() -> None:
