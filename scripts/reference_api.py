@@ -71,22 +71,39 @@ def _defined_at(name: str, facade: dict[str, str]) -> str:
     return f"{facade[name]}.{name}"
 
 
+# Sections of the facade page, by the package that defines a name (its second path part).
+_SECTIONS = [
+    ("types", "The data model"), ("rubric", "Rubrics and rewards"), ("engine", "Scoring"),
+    ("jobs", "Scoring"), ("files", "Files"), ("judge", "Judges"), ("mathcheck", "Math answers"),
+    ("advantages", "Advantages"), ("analysis", "Gates and drift"), ("report", "Reports"),
+    ("errors", "Errors"),
+]
+
+
 def facade_page(header: str) -> str:
+    """Every public name documented at its public path (``rewardsmith.Rubric``), so that moving
+    the module that defines it changes nothing here; grouped by the package that defines it."""
     import rewardsmith
 
     facade = _facade_sources()
-    by_module: dict[str, list[str]] = {}
+    titles = dict(_SECTIONS)
+    by_section: dict[str, list[str]] = {}
     for name in sorted(n for n in rewardsmith.__all__ if not n.startswith("__")):
-        path = _defined_at(name, facade)
-        by_module.setdefault(path.rsplit(".", 1)[0], []).append(path)
+        package = _defined_at(name, facade).split(".")[1]
+        if package not in titles:
+            raise ValueError(f"rewardsmith.{name} is defined in rewardsmith.{package}, which "
+                             f"has no section in scripts/reference_api.py _SECTIONS")
+        by_section.setdefault(titles[package], []).append(name)
     out = [header, "# `rewardsmith`\n\n",
            "Everything in `rewardsmith.__all__`: import these from `rewardsmith` itself "
-           "(`from rewardsmith import Rubric`). Each is shown under the module that defines "
-           "it.\n\n"]
-    for module in sorted(by_module):
-        out.append(f"## `{module}`\n\n")
-        for path in by_module[module]:
-            out.append(f"::: {path}\n    options:\n      heading_level: 3\n\n")
+           "(`from rewardsmith import Rubric`). The module that defines each may move; this "
+           "path does not.\n\n"]
+    for title in dict.fromkeys(t for _, t in _SECTIONS):
+        if title not in by_section:
+            continue
+        out.append(f"## {title}\n\n")
+        for name in by_section[title]:
+            out.append(f"::: rewardsmith.{name}\n    options:\n      heading_level: 3\n\n")
     return "".join(out).rstrip() + "\n"
 
 

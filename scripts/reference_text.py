@@ -192,6 +192,9 @@ ENVIRONMENT: dict[str, str] = {
     "whether the trainer's workers can import your rewards.",
     "REWARDSMITH_NO_CGROUP": "`1`: code rewards make no memory cgroup per program even where "
     "they could, and bound memory per process and per tmpfs instead (docs/code.md, Memory).",
+    "REWARDSMITH_WORKER_TAG": "Set by rewardsmith, not by you: every worker process, and the "
+    "scoring process while it runs rewards in-process, carries it, so that what a reward starts "
+    "can be found and ended with its call (a daemon included).",
 }
 
 # Modules that read a variable whose NAME the user chooses -> what that variable holds.
