@@ -112,7 +112,7 @@ def rescore_command(
     from rewardsmith.store.sqlite_setup import read_only_reason
 
     from ..files.paths import refuse_output_over_input
-    from .gate import ErrorRateCheck
+    from .error_rate import ErrorRateCheck
 
     refuse_output_over_input(output, [("the store", store), ("the rubric", rubric)])
     _existing_store(store)

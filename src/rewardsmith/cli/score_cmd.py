@@ -191,7 +191,7 @@ def score(
 
     from ..files.atomic import atomic_text
     from ..files.paths import refuse_output_over_input
-    from .gate import ErrorRateCheck
+    from .error_rate import ErrorRateCheck
 
     if on_bad_line not in ("fail", "skip"):
         raise fail(f"--on-bad-line must be 'fail' or 'skip', not {on_bad_line!r}")

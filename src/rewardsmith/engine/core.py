@@ -50,7 +50,7 @@ from .assemble import SystematicWatch, combine, store_plan
 from .caching import Cached, ResultCache, look_up, record
 from .cells import Cell, as_tuple, floats_only, store_columns
 from .executors import BACKENDS, Executor, backend_from_env, make_executor
-from .gates import gated_evaluators, mark_skipped, run_gated
+from .gated_calls import gated_evaluators, mark_skipped, run_gated
 from .onloop import LoopRewards
 from .plan import (
     Batch,
@@ -133,7 +133,7 @@ class Engine:
         self._async_work = ([c for c in self._async if c.evaluator is None]
                             if self.workers > 0 else [])
         self._async_local = [c for c in self._async if c not in self._async_work]
-        # Judges behind a gate run after it, only where it opened (see engine.gates).
+        # Judges behind a gate run after it, only where it opened (see engine.gated_calls).
         self._gated = gated_evaluators(rubric)
         self._async_program = AsyncProgram([c for c in self._async_work if not c.group],
                                             [c for c in self._async_work if c.group],
