@@ -14,13 +14,13 @@ window adapts:
   is a moving average of the last few. While ``recent`` stays within ``tolerance`` times the
   baseline the window grows; past it, the window shrinks in proportion (the gradient
   ``tolerance x baseline / recent``, as Netflix's concurrency-limits "gradient" limiter
-  does). By Little's law a server serving C at once answers W requests in flight in about
+  does), by at most half and at most once per round trip. By Little's law a server serving C at once answers W requests in flight in about
   ``W / C`` times the unqueued latency, so the window settles near ``tolerance x C``: with 2,
   about as many requests wait as are served. Averages, not single replies, are compared, so
   a server whose latency merely varies is not read as queueing;
 - it starts at ``_START`` requests (or the ceiling, if lower), holds there for the first
-  ``_WARM_UP`` replies, then grows by one a reply, as TCP's slow start, until the first sign
-  of a queue: a first burst as large as a big ``max_concurrency`` would queue on a small
+  ``_WARM_UP`` replies, then grows by one a reply, as TCP's slow start, while replies stay
+  nearer the unqueued latency than the tolerance, until the first sign of a queue: a first burst as large as a big ``max_concurrency`` would queue on a small
   server, and no reply would show what an unqueued one takes. After that it grows by
   ``_GROWTH`` a reply (by one a window's worth of replies when the latency is not followed).
 """
@@ -41,9 +41,8 @@ _SMOOTHING = 0.25  # weight of the newest reply in the recent latency (about the
 _SLOW_SMOOTHING = 0.05  # the same for the typical latency the baseline is taken from
 _BASELINE_REPLIES = 256  # how far back the lowest typical latency is looked for
 _WARM_UP = 8  # replies seen before the latency moves the window
-_MIN_GRADIENT = 0.5  # one reply never asks for less than half the window
-_GROWTH = 1.0  # requests the window may grow by a reply, before smoothing
-_LIMIT_SMOOTHING = 0.2  # how far one reply moves the window toward what it asks for
+_MIN_GRADIENT = 0.5  # one cut keeps at least half the window
+_GROWTH = 0.2  # requests the window grows by a reply in time, once the latency is followed
 
 
 class InFlight:
@@ -64,6 +63,7 @@ class InFlight:
         self._replies = 0
         self._lows: deque[tuple[int, float]] = deque()  # ascending minima of ``_typical``
         self._last_cut = -_CUT_SPACING
+        self._last_latency_cut = -1e9
         self._condition: asyncio.Condition | None = None
 
     def cap(self, slots: int) -> None:
@@ -102,18 +102,32 @@ class InFlight:
                 gradient = min(1.0, self.tolerance * self.baseline / self.recent)
         if gradient < 1.0:
             self.starting = False
-            self.latency_cuts += 1
-        if self.starting:
-            # Held until the first replies tell what an unqueued one takes: growing blind
-            # would add to a queue the latency is about to show.
-            warming = latency is not None and self.tolerance is not None and self.baseline is None
-            step = 0.0 if warming else 1.0
+            # Once per round trip: the replies of requests sent before a cut still carry the
+            # old queue, and cutting again for each of them would shrink the window to nothing.
+            now = time.monotonic()
+            if now - self._last_latency_cut >= (self.recent or 0.0):
+                self._last_latency_cut = now
+                self.latency_cuts += 1
+                self.limit = max(1.0, self.limit * max(_MIN_GRADIENT, gradient))
+            return
+        followed = latency is not None and self.tolerance is not None
+        if self.starting and not followed:
+            step = 1.0
+        elif self.starting:
+            # Held until the first replies tell what an unqueued one takes (growing blind
+            # would add to a queue the latency is about to show); then doubled each round
+            # trip while replies stay near that, and grown gently once they slow down.
+            step = 0.0 if self.baseline is None else 1.0 if self._brisk() else _GROWTH
         elif self.tolerance is None or latency is None:
             step = 1.0 / max(1.0, self.limit)
         else:
-            wanted = self.limit * max(_MIN_GRADIENT, gradient) + _GROWTH
-            step = _LIMIT_SMOOTHING * (wanted - self.limit)
-        self.limit = max(1.0, min(float(self.ceiling), self.limit + step))
+            step = _GROWTH
+        self.limit = min(float(self.ceiling), self.limit + step)
+
+    def _brisk(self) -> bool:
+        """Whether recent replies are nearer the unqueued latency than the tolerance."""
+        assert self.tolerance is not None and self.baseline is not None
+        return (self.recent or 0.0) <= self.baseline * (1.0 + self.tolerance) / 2
 
     def _observe(self, latency: float) -> None:
         """Take in one reply's latency: the recent and the typical latency, the baseline."""
