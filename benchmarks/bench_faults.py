@@ -8,6 +8,10 @@ exactly once, that no process is left afterwards, that stdout is parseable JSONL
 run took at most 1.5x the same run without faults plus the time the timeouts take.
 
     python benchmarks/bench_faults.py [--rollouts 20000] [--rate 0.01] [--timeout 1]
+
+``--per-kind KIND,KIND,...`` measures instead what each kind of fault costs: for each, a run of
+``--rollouts`` holding ``--rate`` of that fault alone against the same run without faults,
+reported as the time a fault adds beyond its own timeout spread over the workers.
 """
 
 from __future__ import annotations
@@ -49,6 +53,38 @@ def make_rollouts(count: int, rate: float, faults: bool, seed: int = 7) -> list[
         rows.append({"id": f"r{index}", "group": f"g{index // 8}", "prompt": "p",
                      "completion": f"{sync_fault}/{async_fault}/r{index}", "answer": kind})
     return rows
+
+
+def one_kind(count: int, rate: float, kind: str) -> list[dict[str, str]]:
+    """``count`` rollouts, every ``1 / rate``-th of them with the fault ``kind``."""
+    every = max(1, round(1 / rate))
+    rows = []
+    for index in range(count):
+        fault = kind if index % every == 0 else "ok"
+        sync_fault = fault if fault in SYNC_FAULTS else "ok"
+        async_fault = fault if fault in ASYNC_FAULTS else "ok"
+        rows.append({"id": f"r{index}", "group": f"g{index // 8}", "prompt": "p",
+                     "completion": f"{sync_fault}/{async_fault}/r{index}", "answer": fault})
+    return rows
+
+
+def per_kind(kinds: list[str], args: argparse.Namespace) -> int:
+    print("| fault | faults | seconds | without faults | timeouts / workers | added per fault |")
+    print("|---|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        clean = run(folder, "clean", one_kind(args.rollouts, args.rate, "ok"), args.timeout,
+                    args.memory, args.workers)
+        for kind in kinds:
+            rows = one_kind(args.rollouts, args.rate, kind)
+            faults = sum(1 for r in rows if r["answer"] == kind)
+            result = run(folder, kind, rows, args.timeout, args.memory, args.workers)
+            waits = faults * args.timeout / args.workers if kind in ("hang", *ASYNC_FAULTS) \
+                else 0.0
+            added = (result.seconds - clean.seconds - waits) / max(1, faults)
+            print(f"| {kind} | {faults} | {result.seconds:.2f} | {clean.seconds:.2f} | "
+                  f"{waits:.1f} | {added * 1000:.0f} ms |")
+    return 0
 
 
 def rubric_text(timeout: float, memory_mb: int) -> str:
@@ -124,7 +160,15 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1.0, help="per-call limit, seconds")
     parser.add_argument("--memory", type=int, default=256, help="per-call limit, MB")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--per-kind", default="", help="comma-separated fault kinds to time "
+                        "one at a time instead of the soak")
     args = parser.parse_args()
+    if args.per_kind:
+        kinds = args.per_kind.split(",")
+        unknown = sorted(set(kinds) - set(SYNC_FAULTS) - set(ASYNC_FAULTS))
+        if unknown:
+            parser.error(f"unknown fault kinds: {', '.join(unknown)}")
+        return per_kind(kinds, args)
     rows = make_rollouts(args.rollouts, args.rate, True)
     clean_rows = make_rollouts(args.rollouts, args.rate, False)
     with tempfile.TemporaryDirectory() as tmp:
