@@ -87,6 +87,23 @@ def test_a_looping_call_costs_one_time_limit() -> None:
     assert (result["passed"], result["timeouts"], result["skipped"]) == (1.0, 1.0, 8.0), result
 
 
+def test_calls_in_one_process_spend_one_total_time() -> None:
+    tests = {"fn_name": "f", "inputs": [[n] for n in range(10)],
+             "outputs": [2 * n for n in range(10)]}
+    program = ("import time\n"
+               "def f(x):\n"
+               "    end = time.monotonic() + 0.6\n"
+               "    while time.monotonic() < end:\n"
+               "        pass\n"
+               "    return 2 * x\n")
+    began = time.monotonic()
+    result = run(program, tests, total_time_limit=1.0)
+    assert time.monotonic() - began < 4.0
+    # The second call gets what is left of the total (0.4 s), not its own 2 s: it times out.
+    assert result["passed"] <= 1.0 and result["timeouts"] == 1.0, result
+    assert result["passed"] + result["skipped"] == 9.0, result
+
+
 def test_a_call_sees_no_later_test() -> None:
     # Each call looks for the next tests' arguments among every object and frame of its
     # process and in its request channel; it answers right only when it finds none.
