@@ -146,5 +146,5 @@ def test_a_node_whose_processes_are_killed_leaves_its_parts_to_the_others(
         assert sum(1 for n in counts.values() if n > 1) <= 20, counts
     finally:
         ray.shutdown()
-        cluster.shutdown()
+        cluster.shutdown()  # type: ignore[no-untyped-call]
         shutil.rmtree(folder, ignore_errors=True)
