@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from rewardsmith import Rollout, Rubric, ScoreJob
 from rewardsmith.rewards import get_builtin
 from rewardsmith.rewards.agents.repo_patch import apply_patch
 from rewardsmith.rewards.agents.repo_tasks import shipped_tasks, task_answer, write_repo
@@ -198,3 +199,20 @@ def test_params_are_checked_at_load(params: dict[str, Any], message: str) -> Non
 def test_an_environment_without_pytest_is_refused_at_load() -> None:
     with pytest.raises(ValueError, match="pytest"):
         REWARD.check_params({"environment": "/usr/bin/python3"})
+
+
+def test_scored_through_the_engine_and_paid_once(env: str, tmp_path: Path) -> None:
+    rubric = Rubric.from_dict({"name": "repo", "components": {"tests": {
+        "reward": "repo_tests", "params": {"environment": env, "mode": "fraction"}}}})
+    rollouts = [Rollout(id=name, group="calc", prompt="Fix mean().", completion=patch,
+                        answer=task_answer(CALC))
+                for name, patch in (("gold", CALC.gold_patch), ("none", "no diff here"))]
+    store = str(tmp_path / "runs.db")
+    first = ScoreJob(rubric, workers=0, store=store).run_rollouts(rollouts)
+    gold, none = first.scores
+    assert gold.reward == 1.0 and gold.metrics["tests.fail_to_pass_passed"] == 2
+    assert none.reward == 0.0 and none.metrics["tests.patch_failed"] == 1
+    assert first.summary.extra["reward_calls"] == 2
+    again = ScoreJob(rubric, workers=0, store=store).run_rollouts(rollouts)
+    assert again.summary.extra["reward_calls"] == 0
+    assert [s.reward for s in again.scores] == [1.0, 0.0]
