@@ -123,12 +123,15 @@ def _probe(sandbox: str, environment: str) -> None:
         known = key in _PROBED
         failure = _PROBED.get(key)
     if not known:
+        check_workspace(sandbox, None)  # the sandbox itself: its own message says what to fix
         try:
             check_workspace(sandbox, environment)
         except SandboxUnavailable as exc:
-            raise ValueError(f"{exc}. The sandbox runs as an unprivileged user: the tests' "
-                             f"environment must be readable by everyone (see "
-                             f"rewardsmith.sandbox.pytest_env)") from exc
+            raise ValueError(
+                f"the tests' Python {environment!r} cannot run in the {sandbox} sandbox, which "
+                f"runs as an unprivileged user: the environment must be readable by everyone "
+                f"(rewardsmith.sandbox.pytest_env.make_pytest_environment makes one; give it "
+                f"as environment). The sandbox said: {str(exc).rstrip('.')}") from exc
         result = run_workspace(WorkspaceJob(_PROBE, b"", environment,
                                             WorkspaceLimits(time=30.0)), sandbox)
         said = result.stdout.decode("utf-8", "replace").strip()
