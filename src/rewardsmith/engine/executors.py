@@ -30,7 +30,7 @@ from rewardsmith.workers import (
 )
 
 from ..errors import ConfigError
-from .backends import BACKEND_ENV, BACKENDS, RAY_ADDRESS_ENV
+from .backends import BACKEND_ENV, BACKENDS, PROGRAM_MODULES, RAY_ADDRESS_ENV
 
 __all__ = ["BACKENDS", "Executor", "InlineExecutor", "backend_from_env", "make_executor"]
 
@@ -99,7 +99,7 @@ def make_executor(backend: str, workers: int, ray_address: str | None = None,
     """The executor for ``backend``: ``local`` (a worker pool of ``workers`` processes, or
     this process when ``workers`` is 0) or ``ray``."""
     if backend == "local":
-        return WorkerPool(workers) if workers > 0 else InlineExecutor()
+        return WorkerPool(workers, preload=PROGRAM_MODULES) if workers > 0 else InlineExecutor()
     if backend == "ray":
         from .ray_backend import RayExecutor
 

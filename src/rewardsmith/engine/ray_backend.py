@@ -36,6 +36,7 @@ from rewardsmith.workers import (
 )
 
 from ..errors import LoadError
+from .backends import PROGRAM_MODULES
 
 __all__ = ["RayExecutor"]
 
@@ -44,7 +45,7 @@ class _NodePool:
     """A Ray actor: the local worker pool of one node."""
 
     def __init__(self, size: int | None):
-        self.pool = WorkerPool(size)
+        self.pool = WorkerPool(size, preload=PROGRAM_MODULES)
 
     def register(self, key: str, blob: bytes) -> None:
         self.pool.register(key, cloudpickle.loads(blob))

@@ -122,11 +122,13 @@ class WorkerPool:
     [2, 4]
     """
 
-    def __init__(self, size: int | None = None, *, start_method: str | None = None):
+    def __init__(self, size: int | None = None, *, start_method: str | None = None,
+                 preload: Sequence[str] = ()):
         self.size = size if size is not None else default_worker_count()
         if self.size < 1:
             raise ValueError(f"a worker pool needs at least 1 process, not {self.size}")
-        self._context: Any = process_context(start_method)
+        # ``preload``: modules the programs need, imported once by the fork server.
+        self._context: Any = process_context(start_method, preload)
         self._programs: dict[str, bytes] = {}
         self._queue: queue.Queue[_Job | None] = queue.Queue()
         self._lock = threading.Lock()

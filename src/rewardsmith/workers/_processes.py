@@ -9,10 +9,14 @@ import multiprocessing.spawn
 import os
 import pickle
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 # What the fork server imports once, so that each process it starts begins warm.
 FORKSERVER_PRELOAD = ["rewardsmith.workers._pool", "rewardsmith.workers._child", "rewardsmith.rewards"]
+# What callers of the pool add to it (the engine: the programs its workers run). It only grows:
+# the fork server starts once per process, with whatever list is set when it starts.
+_extra_preload: list[str] = []
 
 
 def default_worker_count() -> int:
@@ -27,15 +31,17 @@ def default_worker_count() -> int:
 _spawn_lock = threading.Lock()
 
 
-def process_context(start_method: str | None = None) -> Any:
+def process_context(start_method: str | None = None, preload: Sequence[str] = ()) -> Any:
     """The multiprocessing context helper processes start from: the fork server where there is
     one (processes that replace killed workers then start warm), else spawn; never plain fork,
-    which is unsafe in a process with threads."""
+    which is unsafe in a process with threads. ``preload``: modules the fork server imports too,
+    when it has not started yet (a replaced worker then skips importing them)."""
     method = start_method or ("forkserver" if "forkserver" in
                               multiprocessing.get_all_start_methods() else "spawn")
     context = multiprocessing.get_context(method)
     if method == "forkserver":
-        context.set_forkserver_preload(FORKSERVER_PRELOAD)
+        _extra_preload.extend(m for m in preload if m not in _extra_preload)
+        context.set_forkserver_preload([*FORKSERVER_PRELOAD, *_extra_preload])
     return context
 
 
