@@ -26,7 +26,7 @@ from rewardsmith.integrations import close_engines
 from rewardsmith.integrations.trl import trl_reward_funcs
 from rewardsmith.report import build_report
 from rewardsmith.report.steps import step_curve
-from rewardsmith.tracking import TrackerBase
+from rewardsmith.tracking import JsonlTracker, TrackerBase, Trackers
 
 pytest.importorskip("matplotlib")
 
@@ -80,10 +80,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, StepsI
     example = _load_example()
     out = tmp_path_factory.mktemp("run")
     tracker = StepsInMemory()
+    step_log = JsonlTracker(out / "step-log.jsonl")  # what a trainer run leaves behind
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("REWARDSMITH_WORKERS", "0")
         patch.delenv("REWARDSMITH_RUBRIC", raising=False)
-        funcs = trl_reward_funcs(RUBRIC, tracker=tracker)
+        funcs = trl_reward_funcs(RUBRIC, tracker=Trackers([tracker, step_log]))
         log = example.RunLog(out, funcs.reward_weights, funcs.names, 24, None)
         wrapped = [log.wrap(f) for f in funcs]
         try:
@@ -110,6 +111,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, StepsI
                 log.finish([0.0 if a is None else float(a) for a in advantages])  # TRL: 0
         finally:
             close_engines()
+            step_log.close()
     yield out, tracker
 
 
@@ -230,3 +232,85 @@ def test_bad_step_input_is_named(tmp_path: Path) -> None:
         (1, 1.0, 0), (2, None, 1)]
     assert curve.rows[1].components == {"c": None}
     assert "<h2>Training steps</h2>" in build_report(bare, steps=[bare, masked])
+
+
+def test_the_step_log_of_the_jsonl_tracker_gives_the_same_curve(
+        run: tuple[Path, StepsInMemory], tmp_path: Path) -> None:
+    out, tracker = run
+    log = out / "step-log.jsonl"
+    assert [json.loads(line)["metrics"] for line in log.read_text().splitlines()] == tracker.steps
+    result = CliRunner().invoke(app, ["report", str(log), "--json"])
+    assert result.exit_code == 0, result.output
+    logged = json.loads(result.stdout)
+    from_files = step_curve([out / "scored.jsonl"]).to_dict()
+    assert logged["components"] == from_files["components"] == COMPONENTS
+    # the tracker numbers its steps from 0; every figure is the one computed from the lines
+    assert [row["step"] for row in logged["steps"]] == [0, 1, 2]
+    for row, same in zip(logged["steps"], from_files["steps"]):
+        assert {**row, "step": None} == {**same, "step": None}
+    # beside the run's scored file, the log draws the page's curve; alone it has no rollouts
+    page = tmp_path / "report.html"
+    result = CliRunner().invoke(app, ["report", str(out / "scored.jsonl"), "--steps", str(log),
+                                      "-o", str(page)])
+    assert result.exit_code == 0, result.output
+    assert "<h2>Training steps</h2>" in page.read_text()
+    result = CliRunner().invoke(app, ["report", str(log), "-o", str(tmp_path / "log.html")])
+    assert result.exit_code == 2 and "a step log holds" in result.stderr
+    assert not (tmp_path / "log.html").exists()
+    # a damaged line is named
+    broken = tmp_path / "broken.jsonl"
+    lines = log.read_text().splitlines()
+    lines[1] = lines[1].replace('"reward/mean": ', '"reward/mean": "x", "_": ')
+    broken.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(app, ["report", str(broken)])
+    assert result.exit_code == 2 and "broken.jsonl:2" in result.stderr
+    assert "'reward/mean' must be a number" in result.stderr
+
+
+def test_the_jsonl_tracker_never_appends_to_a_log(tmp_path: Path) -> None:
+    import os
+
+    from rewardsmith.errors import ConfigError
+    from rewardsmith.tracking import open_trackers
+
+    with open_trackers(["jsonl"], directory=tmp_path, project="p", run="r") as tracker:
+        tracker.log_scores([_line("a", None, 1.0)])
+    first = (tmp_path / "p" / "r.jsonl").read_text()
+    assert first.count("\n") == 1
+    # a second process with the same run name (another rank) keeps a log of its own
+    with open_trackers(["jsonl"], directory=tmp_path, project="p", run="r") as tracker:
+        tracker.log_scores([_line("b", None, 0.0)])
+    assert (tmp_path / "p" / "r.jsonl").read_text() == first
+    assert (tmp_path / "p" / f"r-{os.getpid()}.jsonl").read_text().count("\n") == 1
+    with pytest.raises(ConfigError, match="exists"):
+        open_trackers(["jsonl"], directory=tmp_path, project="p", run="r")
+    with pytest.raises(ConfigError, match="exists"):
+        JsonlTracker(tmp_path / "p" / "r.jsonl")
+
+
+def test_the_adapters_log_steps_from_the_environment(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from rewardsmith.tracking import close_scoring_trackers
+
+    monkeypatch.setenv("REWARDSMITH_WORKERS", "0")
+    monkeypatch.delenv("REWARDSMITH_RUBRIC", raising=False)
+    monkeypatch.setenv("REWARDSMITH_LOG_TO", "jsonl")
+    monkeypatch.setenv("REWARDSMITH_LOG_DIR", str(tmp_path / "steps"))
+    monkeypatch.setenv("REWARDSMITH_LOG_RUN", "trainer")
+    close_scoring_trackers()  # this process read the environment before: read it again
+    funcs = trl_reward_funcs(RUBRIC)
+    prompt = [{"role": "user", "content": QUESTION.format(a=2, b=2)}]
+    try:
+        for texts in (["#### 4", "#### 5"], ["#### 4", "#### 4"]):
+            for func in funcs:
+                func(prompts=[prompt] * 2, completions=texts, answer=["4", "4"])
+    finally:
+        close_scoring_trackers()
+        close_engines()
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "steps" / "trainer.jsonl"),
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["steps"]
+    assert [(r["step"], r["rollouts"], r["components"]["correct"]) for r in rows] == [
+        (0, 2, 0.5), (1, 2, 1.0)]
+    assert [r["zero_variance_groups"] for r in rows] == [0, 1]

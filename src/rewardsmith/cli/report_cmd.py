@@ -39,7 +39,8 @@ def render_steps(curve: StepCurve) -> None:
 @app.command("report")
 @handle_errors
 def report_command(
-    scored: Path = typer.Argument(..., help="Scored file (JSONL, or Parquet without timing).",
+    scored: Path = typer.Argument(..., help="Scored file (JSONL, or Parquet without timing); "
+                                  "or a step log of the jsonl tracker, whose table is printed.",
                                   dir_okay=False),
     output: Path | None = typer.Option(None, "--output", "-o", help="The HTML file to write "
                                        "(required unless the run has steps: then, without it, "
@@ -60,7 +61,8 @@ def report_command(
     title: str | None = typer.Option(None, "--title", help="The page's title."),
     steps: list[Path] = typer.Option([], "--steps", help="Scored files of successive "
                                      "training steps, in order (one step each, or lines "
-                                     "carrying 'step'): the mean reward and each component's "
+                                     "carrying 'step'), or step logs of the jsonl tracker: "
+                                     "the mean reward and each component's "
                                      "mean per step, as a table and a curve, and their drift "
                                      "warnings. Without it, the scored file's own steps when "
                                      "its lines carry 'step'. Repeatable.", dir_okay=False),
@@ -76,7 +78,7 @@ def report_command(
     from ..analysis.drift import drift_warnings
     from ..files import refuse_output_over_input
     from ..report import build_report
-    from ..report.steps import curve_for
+    from ..report.steps import curve_for, is_step_log
 
     refuse_output_over_input(output, [("a --steps file", path) for path in steps])
     curve = curve_for(scored, steps)
@@ -94,7 +96,11 @@ def report_command(
             render_steps(curve)
     if output is None:
         return
-    warnings = [str(w) for w in drift_warnings(scored, steps)]
+    # The drift watch needs each step's scores: a step log holds only their figures (and
+    # build_report refuses one as the scored file, saying what to give instead).
+    scored_steps = [path for path in steps if not is_step_log(path)]
+    warnings = ([] if is_step_log(scored) else
+                [str(w) for w in drift_warnings(scored, scored_steps)])
     text = build_report(scored, output=output, store=store, run=run, compare_with=compare,
                         rollouts=rollouts, top=top, title=title, warnings=warnings,
                         steps=curve)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rewardsmith.jobs.summary import position_bias_warnings
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from ..files import atomic_text, refuse_output_over_input
 from .analysis import (
     advantage_stats,
@@ -24,7 +24,7 @@ from .page import count, esc, page
 from .plots import Plotter
 from .scored import read_scored
 from .sections import ReportData, linked_ids, sections
-from .steps import StepCurve, curve_for
+from .steps import StepCurve, curve_for, is_step_log
 from .store_info import read_store_facts, rollout_texts
 
 __all__ = ["build_report", "collect", "render"]
@@ -40,6 +40,10 @@ def collect(scored: str | Path, *, store: str | Path | None = None, run: str | N
     if store is not None and rollouts is not None:
         raise ConfigError("give the rollouts' text either from a store or from a rollouts "
                           "file, not both")
+    if is_step_log(scored):
+        raise InputError("a step log holds each step's figures, not the rollouts the page "
+                         "shows: give the run's scored file, with the log as --steps "
+                         "(rewardsmith report LOG alone prints its table)", source=str(scored))
     columns = read_scored(scored)
     index = group_index(columns.groups)
     advantages = emulated_advantages(columns.reward, index)

@@ -1,4 +1,5 @@
-"""Scoring steps logged to the trackers users have: Weights & Biases, MLflow, TensorBoard.
+"""Scoring steps logged to the trackers users have: Weights & Biases, MLflow, TensorBoard, and
+a JSONL step log that ``rewardsmith report`` reads back as the run's reward curve.
 
 Each is an extra (``pip install 'rewardsmith[wandb]'``, ``[mlflow]``, ``[tensorboard]``) and its
 library is imported only by the tracker that needs it. Usage::
@@ -31,6 +32,7 @@ from .adapter_steps import (
     watch_drift,
 )
 from .base import Tracker, TrackerBase, Trackers, TrackingError
+from .jsonl_tracker import JsonlTracker
 from .mlflow_tracker import MlflowTracker
 from .registry import TRACKER_NAMES, check_available, open_tracker, open_trackers
 from .scored_files import LoggedStep, file_stats, log_scored_files
@@ -45,6 +47,7 @@ __all__ = [
     "ENV_LOG_RUN",
     "ENV_LOG_TO",
     "TRACKER_NAMES",
+    "JsonlTracker",
     "LoggedStep",
     "MlflowTracker",
     "ScoredResult",

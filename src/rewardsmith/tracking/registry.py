@@ -1,4 +1,5 @@
-"""Trackers by name (``wandb``, ``mlflow``, ``tensorboard``), opened from one set of options.
+"""Trackers by name (``wandb``, ``mlflow``, ``tensorboard``, ``jsonl``), opened from one set of
+options.
 
 The same three options mean the nearest thing in each tracker:
 
@@ -9,6 +10,9 @@ project      project              experiment             a folder under the dire
 run          run name             run name               the run's folder
 directory    where ``wandb/`` is  tracking URI or store  log directory (default ``runs``)
 ===========  ===================  =====================  ===============================
+
+``jsonl`` (a step log, nothing to install) takes them as TensorBoard does: the run's file is
+``directory/project/run.jsonl``.
 """
 
 from __future__ import annotations
@@ -52,10 +56,18 @@ def _tensorboard(project: str | None, run: str | None, directory: str | None) ->
     return TensorBoardTracker(root / project if project else root, run=run)
 
 
+def _jsonl(project: str | None, run: str | None, directory: str | None) -> Tracker:
+    from .jsonl_tracker import JsonlTracker
+
+    root = Path(directory or "runs")
+    return JsonlTracker(directory=root / project if project else root, run=run)
+
+
 _KINDS: dict[str, _Kind] = {
     "wandb": _Kind("wandb", "wandb", "", _wandb),  # W&B makes its own wandb/ folder
     "mlflow": _Kind("mlflow", "mlflow", "mlruns", _mlflow),
     "tensorboard": _Kind("tensorboardX", "tensorboard", "tensorboard", _tensorboard),
+    "jsonl": _Kind("json", "", "jsonl", _jsonl),  # the standard library: always there
 }
 TRACKER_NAMES = tuple(_KINDS)
 
