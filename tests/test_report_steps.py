@@ -265,6 +265,11 @@ def test_the_step_log_of_the_jsonl_tracker_gives_the_same_curve(
     result = CliRunner().invoke(app, ["report", str(broken)])
     assert result.exit_code == 2 and "broken.jsonl:2" in result.stderr
     assert "'reward/mean' must be a number" in result.stderr
+    # two runs' steps in one log read as steps going back: refused, not drawn as one curve
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text(log.read_text() * 2)
+    result = CliRunner().invoke(app, ["report", str(twice)])
+    assert result.exit_code == 2 and "step 0 comes after step 2" in result.stderr
 
 
 def test_the_jsonl_tracker_never_appends_to_a_log(tmp_path: Path) -> None:

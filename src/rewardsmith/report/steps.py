@@ -184,15 +184,15 @@ def step_curve(paths: Sequence[str | Path]) -> StepCurve:
         raise InputError("some files carry 'step' on their lines and others do not: give "
                          "every file its steps, or none")
     rows: list[StepRow] = []
-    previous = ""
+    previous = ""  # the file of the last row
     for source, _, steps in files:
         for step, lines in steps:
             if rows and step <= rows[-1].step:
                 raise InputError(f"step {step} comes after step {rows[-1].step} (in "
-                                 f"{previous!r}): give the files in training order",
+                                 f"{previous!r}): steps must increase, file after file",
                                  source=source)
             rows.append(lines if isinstance(lines, StepRow) else _row(step, lines))
-        previous = source
+            previous = source
     components = list(dict.fromkeys(name for row in rows for name in row.components))
     return StepCurve(rows, components, [source for source, _, _ in files])
 
