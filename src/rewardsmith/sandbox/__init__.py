@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from ..errors import ConfigError
+from ._cgroup import memory_cgroups_available
 from .bubblewrap import BubblewrapSandbox
 from .container import ContainerSandbox
 from .jobs import LANGUAGES, Job, JobResult, Limits, SandboxError, SandboxUnavailable, TestRun
@@ -37,6 +38,7 @@ __all__ = [
     "SandboxUnavailable",
     "TestRun",
     "get_sandbox",
+    "memory_cgroups_available",
     "register_sandbox",
     "sandbox_names",
 ]

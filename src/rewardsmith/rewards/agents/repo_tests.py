@@ -32,8 +32,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
-from ...sandbox import SandboxError, SandboxUnavailable
-from ...sandbox._cgroup import memory_cgroups_available
+from ...sandbox import SandboxError, SandboxUnavailable, memory_cgroups_available
 from ...sandbox.workspace import (
     STARTUP_MARGIN,
     WORKSPACE_SANDBOXES,
