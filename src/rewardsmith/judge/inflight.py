@@ -127,7 +127,7 @@ class InFlight:
     def _brisk(self) -> bool:
         """Whether recent replies are nearer the unqueued latency than the tolerance."""
         assert self.tolerance is not None and self.baseline is not None
-        return (self.recent or 0.0) <= self.baseline * (1.0 + self.tolerance) / 2
+        return (self.recent or 0.0) <= self.baseline * (1.0 + 3.0 * self.tolerance) / 4
 
     def _observe(self, latency: float) -> None:
         """Take in one reply's latency: the recent and the typical latency, the baseline."""
