@@ -177,7 +177,8 @@ ENVIRONMENT: dict[str, str] = {
     "REWARDSMITH_RAY_ADDRESS": "The Ray cluster to connect to with `REWARDSMITH_BACKEND=ray` "
     "(default: a local cluster started for the engine).",
     "REWARDSMITH_LOG_TO": "Trackers the trainer adapters log each scoring call to, comma-"
-    "separated (`wandb`, `tensorboard`, `mlflow`); each process opens its own on its first "
+    "separated (`wandb`, `tensorboard`, `mlflow`, `jsonl`: a step log `rewardsmith report` "
+    "reads); each process opens its own on its first "
     "scoring call and closes them at exit.",
     "REWARDSMITH_LOG_PROJECT": "The tracker project for `REWARDSMITH_LOG_TO`.",
     "REWARDSMITH_LOG_RUN": "The tracker run name for `REWARDSMITH_LOG_TO`.",

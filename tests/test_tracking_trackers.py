@@ -327,7 +327,7 @@ def test_log_verb_rejects_bad_input_before_opening_a_tracker(
     assert not (tmp_path / "tb").exists()  # nothing was opened, so no empty run
     done = runner.invoke(app, ["log", str(scored_steps[0]), "--to", "comet"])
     assert done.exit_code == 2
-    assert "--to 'comet': choose wandb, mlflow or tensorboard" in done.output
+    assert "--to 'comet': choose wandb, mlflow, tensorboard or jsonl" in done.output
     done = runner.invoke(app, ["log", str(tmp_path / "nope.jsonl"), "--to", "tensorboard"])
     assert done.exit_code == 2 and "no such file" in done.output
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["LOG_DIR_OPTION", "LOG_PROJECT_OPTION", "LOG_RUN_OPTION", "LOG_STEP_OPTION",
            "LOG_TO_OPTION", "RunLogging", "tracker_names"]
 
-TRACKERS_HELP = "wandb, mlflow or tensorboard"
+TRACKERS_HELP = "wandb, mlflow, tensorboard or jsonl (a step log)"
 
 LOG_TO_OPTION: Any = typer.Option(
     None, "--log-to", help=f"Log the run's statistics as one step to a tracker: {TRACKERS_HELP} "
