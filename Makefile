@@ -78,7 +78,7 @@ $(TRAIN_VENV)/.train-$(CKSUM): pyproject.toml
 	touch $@
 
 # Some documented commands pipe into jq or query the store with sqlite3; the docs' own test
-# (tests/test_docs_snippets.py) runs them. Install both when missing and we can, else say what
+# (tests/project/test_docs_snippets.py) runs them. Install both when missing and we can, else say what
 # to run; without them, those pages skip.
 doctools:
 	@command -v jq >/dev/null 2>&1 && command -v sqlite3 >/dev/null 2>&1 || { \

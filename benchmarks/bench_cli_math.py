@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_math import realistic_mix, run_math_verify  # noqa: E402
+from bench_math import realistic_mix, run_math_verify
 
 
 def write_rollouts(path: Path, pairs: list[tuple[str, str]]) -> None:

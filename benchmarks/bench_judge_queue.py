@@ -40,7 +40,7 @@ from rewardsmith.judge.config import JudgeConfig
 from rewardsmith.judge.prompt import Template
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from judge_servers.paced import MODEL, PacedServer  # noqa: E402
+from judge_servers.paced import MODEL, PacedServer
 
 TEMPLATE = "Question: {prompt}\nAnswer: {completion}"
 CRITERIA = {"helpful": "Does the answer help the user?"}

@@ -136,7 +136,7 @@ def _wrap(text: str) -> str:
 
 
 def _math_verify_child(conn: Any, pairs: list[Pair]) -> None:
-    from math_verify import parse, verify  # noqa: PLC0415 - benchmark-only dependency
+    from math_verify import parse, verify
 
     for ref, completion in pairs:
         start = time.perf_counter()
@@ -178,7 +178,7 @@ def run_math_verify(pairs: list[Pair], hang: float) -> list[tuple[bool | None, f
 
 
 def run_ours(pairs: list[Pair], timeout: float) -> list[tuple[Any, float]]:
-    from rewardsmith.mathcheck import math_equal  # noqa: PLC0415
+    from rewardsmith.mathcheck import math_equal
 
     out = []
     for ref, completion in pairs:

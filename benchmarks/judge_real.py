@@ -30,7 +30,7 @@ from rewardsmith.judge.config import JudgeConfig
 from rewardsmith.judge.prompt import Template
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from support.llama_server import MODEL, CountingProxy, LlamaServer, missing_reason  # noqa: E402
+from support.llama_server import MODEL, CountingProxy, LlamaServer, missing_reason
 
 __all__ = ["real_server_rows", "missing_reason"]
 

@@ -3,7 +3,7 @@ wheel, the sums dataset, the run log that records what TRL trained on, the check
 hold on any run, the store, and the per-step curve.
 
 Nothing here imports torch or TRL at import time, so the run log can record a run whose reward
-functions are called by something other than a trainer (tests/test_report_steps.py does).
+functions are called by something other than a trainer (tests/report/test_report_steps.py does).
 """
 
 from __future__ import annotations

@@ -25,9 +25,9 @@ os.environ.update({"TERMINAL_WIDTH": "100", "COLUMNS": "100", "NO_COLOR": "1", "
 os.environ.pop("FORCE_COLOR", None)
 os.environ.pop("GITHUB_ACTIONS", None)
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import sys
+from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))

@@ -68,7 +68,7 @@ def run(path: str, namespace: dict[str, Any], loop: asyncio.AbstractEventLoop) -
             code = compile(ast.Expression(statement.value), path, "eval", flags=_FLAGS)
         else:
             code = compile(ast.Module([statement], type_ignores=[]), path, "exec", flags=_FLAGS)
-        value = eval(code, namespace)  # noqa: S307 - the documentation's own example
+        value = eval(code, namespace)
         if asyncio.iscoroutine(value):
             value = loop.run_until_complete(value)
         if printed is not None:

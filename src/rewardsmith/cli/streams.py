@@ -41,7 +41,7 @@ def results_on_stdout() -> Iterator[IO[str]]:
             sys.stdout = original
         return
     saved = os.dup(out_fd)
-    results = open(os.dup(saved), "w", encoding="utf-8", newline="",  # noqa: SIM115
+    results = open(os.dup(saved), "w", encoding="utf-8", newline="",
                    buffering=1 << 16, closefd=True)
     os.dup2(err_fd, out_fd)
     sys.stdout = sys.stderr

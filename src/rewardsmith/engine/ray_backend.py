@@ -126,7 +126,7 @@ class RayExecutor:
     def register(self, key: str, program: Callable[[Any, Any], Any]) -> None:
         try:
             blob = cloudpickle.dumps(program)
-        except Exception as exc:  # noqa: BLE001 - named in a clear error
+        except Exception as exc:
             raise LoadError(f"the reward cannot be sent to the Ray cluster "
                             f"({format_exception(exc)}): define it as a plain function at the "
                             f"top level of a module") from exc

@@ -54,7 +54,7 @@ def read_jsonl(path: str | Path, *, source: str | None = None) -> Iterator[JsonL
     line stops it. A file that cannot be opened is an ``InputError``."""
     name = str(path) if source is None else source
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below; a generator holds it open
+        handle = open(path, "rb")
     except OSError as exc:
         raise InputError(f"cannot open: {exc.strerror or exc}", source=name) from None
     make = JsonLine._make

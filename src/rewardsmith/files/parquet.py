@@ -84,7 +84,7 @@ def _read_rows(path: str | Path) -> list[dict[str, Any]]:
         table = pq.read_table(str(path))
     except FileNotFoundError as exc:
         raise InputError("cannot open: no such file", source=str(path)) from exc
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a bad file
+    except Exception as exc:
         raise InputError(f"cannot read as Parquet: {exc}", source=str(path)) from exc
     metadata = table.schema.metadata or {}
     json_columns = set(metadata.get(_JSON_COLUMNS_KEY, b"").decode().split(",")) - {""}

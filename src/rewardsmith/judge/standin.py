@@ -221,10 +221,10 @@ def _handler(judge: StandInJudge) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"  # keep-alive, as clients expect of a model server
         server_version = "rewardsmith-stand-in"
 
-        def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+        def do_GET(self) -> None:
             self._reply(*judge.respond(self.path, self.headers.get("Authorization"), None))
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             try:
                 length = int(self.headers.get("Content-Length") or 0)
             except ValueError:
@@ -248,7 +248,7 @@ def _handler(judge: StandInJudge) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(payload)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: a judge run makes thousands of requests
 
     return Handler

@@ -64,4 +64,4 @@ _UniqueKeyLoader.add_implicit_resolver(
 
 def read_yaml(text: str) -> Any:
     """Parse one YAML document like ``yaml.safe_load``, refusing duplicate mapping keys."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    return yaml.load(text, Loader=_UniqueKeyLoader)

@@ -143,7 +143,7 @@ def _from_module(module_name: str, attr: str, spec: str) -> Callable[..., Any]:
             f"failed because it imports {missing!r}, which is not installed or not on the "
             f"path ({exc}). Fix: install {missing.split('.')[0]!r} in this environment."
         ) from exc
-    except Exception as exc:  # noqa: BLE001 - any failure in the user's module is a load error
+    except Exception as exc:
         raise LoadError(
             f"cannot load reward {spec!r}: importing module {module_name!r} raised "
             f"{type(exc).__name__}: {exc}"

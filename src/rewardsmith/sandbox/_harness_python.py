@@ -85,7 +85,7 @@ def _python_child(program: Any, test: dict[str, Any], entry: dict[str, Any]) -> 
 
 def _call_value(test: dict[str, Any], namespace: dict[str, Any], entry: dict[str, Any]) -> Any:
     if test["kind"] == "expr":
-        return eval(entry["expr_code"], namespace)  # noqa: S307  (test code, in the sandbox)
+        return eval(entry["expr_code"], namespace)
     return _program_function(namespace, test["fn"])(*test["args"])
 
 
@@ -154,7 +154,7 @@ def _script_runner(source: str, test: dict[str, Any], entry: dict[str, Any]) -> 
             for name in names:
                 namespace[name] = proxy(name)
             if is_expr:
-                value = eval(entry["script_code"], namespace)  # noqa: S307  (test code)
+                value = eval(entry["script_code"], namespace)
             else:
                 exec(entry["script_code"], namespace)
                 target = test.get("entry")

@@ -147,7 +147,7 @@ class WorkerPool:
             if key not in self._programs:
                 try:
                     self._programs[key] = cloudpickle.dumps(program)
-                except Exception as exc:  # noqa: BLE001 - named in a clear error
+                except Exception as exc:
                     raise LoadError(
                         f"the reward cannot be sent to worker processes ({format_exception(exc)})"
                         ": define it as a plain function at the top level of a module (or of "

@@ -216,7 +216,7 @@ class Comparer:
     def _symbolic(self, a: Node, b: Node) -> bool:
         if not self.symbolic:
             raise NeedsSymbolic("numeric probing was inconclusive")
-        from .symbolic import symbolic_equal  # noqa: PLC0415 - sympy only when needed
+        from .symbolic import symbolic_equal
 
         try:
             return bool(symbolic_equal(a, b))
@@ -234,7 +234,7 @@ class Comparer:
             return verdict == EQ
         if not self.symbolic:
             raise NeedsSymbolic("numeric probing was inconclusive")
-        from .symbolic import symbolic_proportional  # noqa: PLC0415
+        from .symbolic import symbolic_proportional
 
         try:
             return bool(symbolic_proportional(f, g, positive=positive))

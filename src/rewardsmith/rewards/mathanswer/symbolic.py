@@ -30,7 +30,7 @@ __all__ = ["symbolic_equal", "symbolic_proportional"]
 
 
 def _sympy() -> Any:
-    import sympy  # noqa: PLC0415 - deliberately lazy: only this rare path pays for it
+    import sympy
 
     return sympy
 
