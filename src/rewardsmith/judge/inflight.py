@@ -10,19 +10,22 @@ window adapts:
   burst of refusals is one cut);
 - it follows the replies' latency, for servers that queue without saying how many they serve
   (vLLM) and never refuse. ``baseline`` is what an unqueued reply takes (the lowest a slow
-  moving average of latency has been over the last ``_BASELINE_REPLIES`` replies); ``recent``
-  is a moving average of the last few. While ``recent`` stays within ``tolerance`` times the
-  baseline the window grows; past it, the window shrinks in proportion (the gradient
-  ``tolerance x baseline / recent``, as Netflix's concurrency-limits "gradient" limiter
-  does), by at most half and at most once per round trip. By Little's law a server serving C at once answers W requests in flight in about
-  ``W / C`` times the unqueued latency, so the window settles near ``tolerance x C``: with 2,
-  about as many requests wait as are served. Averages, not single replies, are compared, so
-  a server whose latency merely varies is not read as queueing;
+  moving average of latency has been over the last ``_BASELINE_REPLIES`` replies); ``recent`` is
+  a moving average of the last few. While ``recent`` stays within ``tolerance`` times the
+  baseline (plus ``_SLACK``: on a server answering in milliseconds, the scheduling noise of a
+  busy machine is no queue) the window grows; past it, the window shrinks in proportion (the
+  gradient ``(tolerance x baseline + slack) / recent``, as Netflix's concurrency-limits
+  "gradient" limiter does), by at most half and at most once per round trip. By Little's law a
+  server serving C at once answers W requests in flight in about ``W / C`` times the unqueued
+  latency, so the window settles near ``tolerance x C``: with 2, about as many requests wait as
+  are served. Averages, not single replies, are compared, so a server whose latency merely
+  varies is not read as queueing;
 - it starts at ``_START`` requests (or the ceiling, if lower), holds there for the first
   ``_WARM_UP`` replies, then grows by one a reply, as TCP's slow start, while replies stay
-  nearer the unqueued latency than the tolerance, until the first sign of a queue: a first burst as large as a big ``max_concurrency`` would queue on a small
-  server, and no reply would show what an unqueued one takes. After that it grows by
-  ``_GROWTH`` a reply (by one a window's worth of replies when the latency is not followed).
+  nearer the unqueued latency than the tolerance, until the first sign of a queue: a first burst
+  as large as a big ``max_concurrency`` would queue on a small server, and no reply would show
+  what an unqueued one takes. After that it grows by ``_GROWTH`` a reply (by one a window's
+  worth of replies when the latency is not followed).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ _SMOOTHING = 0.25  # weight of the newest reply in the recent latency (about the
 _SLOW_SMOOTHING = 0.05  # the same for the typical latency the baseline is taken from
 _BASELINE_REPLIES = 256  # how far back the lowest typical latency is looked for
 _WARM_UP = 8  # replies seen before the latency moves the window
+_SLACK = 0.02  # seconds: a slowdown smaller than this is not a queue worth shrinking for
 _MIN_GRADIENT = 0.5  # one cut keeps at least half the window
 _GROWTH = 0.2  # requests the window grows by a reply in time, once the latency is followed
 
@@ -99,7 +103,8 @@ class InFlight:
         if latency is not None and self.tolerance is not None:
             self._observe(latency)
             if self.baseline is not None and self.recent:
-                gradient = min(1.0, self.tolerance * self.baseline / self.recent)
+                allowed = self.tolerance * self.baseline + _SLACK
+                gradient = min(1.0, allowed / self.recent)
         if gradient < 1.0:
             self.starting = False
             # Once per round trip: the replies of requests sent before a cut still carry the
@@ -127,7 +132,8 @@ class InFlight:
     def _brisk(self) -> bool:
         """Whether recent replies are nearer the unqueued latency than the tolerance."""
         assert self.tolerance is not None and self.baseline is not None
-        return (self.recent or 0.0) <= self.baseline * (1.0 + 3.0 * self.tolerance) / 4
+        allowed = self.baseline * (1.0 + 3.0 * self.tolerance) / 4 + _SLACK
+        return (self.recent or 0.0) <= allowed
 
     def _observe(self, latency: float) -> None:
         """Take in one reply's latency: the recent and the typical latency, the baseline."""
