@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from rewardsmith.rewards import all_builtins
 from rewardsmith.testing import run_reward_tests
 from rewardsmith.testing.kinds import make_kind
 from rewardsmith.testing.probes import probe_checks
+from support.repo_env import pytest_environment
 
 BUILTINS = [b.name for b in all_builtins()]
 DEMO_RUBRIC = Path(__file__).parent.parents[1] / "src" / "rewardsmith" / "data" / "demo_rubric.yaml"
@@ -22,9 +24,19 @@ EDGES = {
 }
 
 
+@pytest.fixture(scope="module")
+def repo_environment() -> Iterator[str]:
+    """repo_tests runs the tests in an environment the sandbox's user can read (the running
+    Python, under root's home, is refused at load with a message saying so)."""
+    yield from pytest_environment()
+
+
 @pytest.mark.parametrize("name", BUILTINS)
-def test_every_builtin_passes_every_edge_case_and_probe(name: str) -> None:
-    report = run_reward_tests(name, workers=1)
+def test_every_builtin_passes_every_edge_case_and_probe(name: str,
+                                                       request: pytest.FixtureRequest) -> None:
+    params = ({"environment": request.getfixturevalue("repo_environment")}
+              if name == "repo_tests" else None)
+    report = run_reward_tests(name, params=params, workers=1)
     assert report.passed, report.text(only_failures=True)
     assert report.kinds, f"{name}: no kind is known for it, so no hack probe ran"
     names = {row.name for row in report.rows}

@@ -199,7 +199,7 @@ def test_log_to_options_fail_before_anything_runs() -> None:
     assert RunLogging.from_options([]) is None
     with pytest.raises(UsageProblem, match="--log-run, --log-dir need --log-to"):
         RunLogging.from_options(None, run="x", directory="d")
-    with pytest.raises(UsageProblem, match="--log-to 'neptune': choose wandb, mlflow or"):
+    with pytest.raises(UsageProblem, match="--log-to 'neptune': choose wandb, mlflow, tensorboard or jsonl"):
         RunLogging.from_options(["tensorboard,neptune"])
     logging = RunLogging.from_options(["wandb, tensorboard", "wandb"])
     assert logging is not None and logging.names == ["wandb", "tensorboard"]

@@ -144,7 +144,7 @@ def test_kill_9_and_rerun_pay_only_for_what_was_not_recorded(
                                 for r in items(8)))
     command = [sys.executable, "-m", "rewardsmith", "score", str(rollouts), "--rubric",
                str(rubric_file), "-o", str(tmp_path / "out.jsonl"), "--no-store", "-q"]
-    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent / "src")}
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent.parent / "src")}
     first = subprocess.Popen(command, env=environment, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300

@@ -17,7 +17,7 @@ from support.counting_server import CountingServer
 from support.limits_worker import Rank
 
 ray = pytest.importorskip("ray")
-SUPPORT = str(Path(__file__).parent)
+SUPPORT = str(Path(__file__).parent.parent)
 
 pytestmark = pytest.mark.slow  # a local cluster and four actor processes: about 30 s here
 MODEL = "judge-2024-01-01"
