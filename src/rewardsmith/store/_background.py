@@ -5,13 +5,13 @@ content key: JSON escaping and a hash, 3 us of pure Python each here) costs CPU 
 would have used: every core is busy while the scoring runs. For a large run on a machine with
 more than one core, a helper process at nice 19 does the least it can instead: it receives the
 rollouts' fields a block at a time and keeps each block's fields as one compressed JSON
-document (no content JSON, no hashing: ``store_pending.field_block_row``), leaving the content
+document (no content JSON, no hashing: ``_blocks.field_block_row``), leaving the content
 keys to the first reader that needs them (or writing those the caller made for its own
 look-ups, handed over with the word to write). It prepares the blocks while the scoring goes
 on and writes them, in one transaction of its own, once the scoring has ended
 (``RecordingRun.scoring_done``), on the core that the scoring's tail leaves free, or after
 ``WAIT_FOR_SCORING`` seconds of a longer scoring. Meanwhile the run's results name their
-rollouts by position (see ``store_pending``), so the scoring needs no content key from it; they
+rollouts by position (see ``_blocks``), so the scoring needs no content key from it; they
 are found by content key once the rollouts are written, so a run killed in its first seconds may
 leave results that no later run finds. The caller records the run itself when the helper cannot
 (it did not start, it died, a rollout could not be sent). The helper exits when its pipe closes,
