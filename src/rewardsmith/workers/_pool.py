@@ -265,13 +265,17 @@ class WorkerPool:
         if pid is not None:
             with contextlib.suppress(Exception):
                 kill_tree(pid)
-            if worker.process.exitcode is not None:
-                # It died on its own (a crash): what its calls started and it had adopted went
-                # to init with it, out of its tree; they still carry its tag.
-                with contextlib.suppress(Exception):
-                    kill_tagged(worker_tag(os.getpid(), pid))
         with contextlib.suppress(Exception):
             worker.process.join(timeout=2)
+        if pid is not None:
+            # What its calls started and it had adopted goes to init once it is gone, out of
+            # its tree: a crash, or a daemon that forked between the tree's listing and the
+            # kill. They still carry its tag; a second look ends one that forked meanwhile.
+            tag = worker_tag(os.getpid(), pid)
+            for _ in range(3):
+                with contextlib.suppress(Exception):
+                    if not kill_tagged(tag):
+                        break
         with contextlib.suppress(Exception):
             worker.conn.close()
         if replaced:
