@@ -44,23 +44,31 @@ def _stop_new_processes(before: set[int], stopped: list[int], until: threading.E
 
 @pytest.mark.skipif(not helper_fits(MIN_ROLLOUTS), reason="runs are recorded by a helper "
                     "process only with more than one core")
-def test_a_stopped_store_helper_is_given_up_and_the_run_recorded(tmp_path: Path) -> None:
+def test_a_stopped_store_helper_is_given_up_and_the_run_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rewardsmith.workers as workers
+
     store_path = tmp_path / "runs.db"
     rollouts = [Rollout(f"r{i}", f"g{i // 4}", "p", "#### 4", "4")
                 for i in range(MIN_ROLLOUTS)]
     rubric = Rubric([Component("c", "gsm8k")])
-    before = set(descendants(os.getpid()))
     stopped: list[int] = []
-    until = threading.Event()
-    watcher = threading.Thread(target=_stop_new_processes, args=(before, stopped, until),
-                               daemon=True)
-    watcher.start()
+    start = workers.start_without_main
+
+    def start_stopped(process: object) -> None:
+        # The helper is stopped the moment it starts (before it has the run's rollouts), as a
+        # debugger or a job system would: nothing it should have sent ever comes.
+        start(process)
+        pid = process.pid  # type: ignore[attr-defined]
+        os.kill(pid, signal.SIGSTOP)
+        stopped.append(pid)
+
+    monkeypatch.setattr(workers, "start_without_main", start_stopped)
     started = time.monotonic()
     try:
         with Store(store_path) as store:
             result = ScoreJob(rubric, workers=0, store=store).run_rollouts(rollouts)
     finally:
-        until.set()
         for pid in stopped:
             try:
                 os.kill(pid, signal.SIGKILL)
