@@ -16,8 +16,6 @@ from pathlib import Path
 import pytest
 
 from rewardsmith import Component, Engine, Rollout, Rubric, Status
-from rewardsmith.jobs.score import ScoreJob
-from rewardsmith.store import Store
 from rewardsmith.store._background import MIN_ROLLOUTS, helper_fits
 from rewardsmith.workers._proctree import descendants
 
@@ -42,45 +40,60 @@ def _stop_new_processes(before: set[int], stopped: list[int], until: threading.E
         time.sleep(0.01)
 
 
+_STOPPED_HELPER = """
+import os, signal, sys, time
+import rewardsmith.workers as workers
+from rewardsmith import Component, Rollout, Rubric
+from rewardsmith.jobs.score import ScoreJob
+from rewardsmith.store import Store
+from rewardsmith.store._background import MIN_ROLLOUTS
+
+stopped = []
+start = workers.start_without_main
+
+def start_stopped(process):
+    # Stopped the moment it starts (before it has the run's rollouts), as a debugger or a job
+    # system would: nothing it should have sent ever comes.
+    start(process)
+    os.kill(process.pid, signal.SIGSTOP)
+    stopped.append(process.pid)
+
+workers.start_without_main = start_stopped
+rollouts = [Rollout(f"r{i}", f"g{i // 4}", "p", "#### 4", "4") for i in range(MIN_ROLLOUTS)]
+started = time.monotonic()
+try:
+    with Store(sys.argv[1]) as store:
+        result = ScoreJob(Rubric([Component("c", "gsm8k")]), workers=0,
+                          store=store).run_rollouts(rollouts)
+finally:
+    for pid in stopped:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+assert stopped, "no helper process was started"
+with Store(sys.argv[1]) as store:
+    runs = store.runs()
+    assert [(r.status, r.size) for r in runs] == [("done", MIN_ROLLOUTS)], runs
+    assert len(store.members(runs[0].id)) == MIN_ROLLOUTS
+print("ok", result.summary.rollouts, round(time.monotonic() - started, 1))
+"""
+
+
 @pytest.mark.skipif(not helper_fits(MIN_ROLLOUTS), reason="runs are recorded by a helper "
                     "process only with more than one core")
-def test_a_stopped_store_helper_is_given_up_and_the_run_recorded(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import rewardsmith.workers as workers
+def test_a_stopped_store_helper_is_given_up_and_the_run_recorded(tmp_path: Path) -> None:
+    """In a fresh interpreter: what earlier tests left in this one (a fork server, imported
+    modules) must not decide whether a helper starts."""
+    import subprocess
+    import sys
 
-    store_path = tmp_path / "runs.db"
-    rollouts = [Rollout(f"r{i}", f"g{i // 4}", "p", "#### 4", "4")
-                for i in range(MIN_ROLLOUTS)]
-    rubric = Rubric([Component("c", "gsm8k")])
-    stopped: list[int] = []
-    start = workers.start_without_main
-
-    def start_stopped(process: object) -> None:
-        # The helper is stopped the moment it starts (before it has the run's rollouts), as a
-        # debugger or a job system would: nothing it should have sent ever comes.
-        start(process)
-        pid = process.pid  # type: ignore[attr-defined]
-        os.kill(pid, signal.SIGSTOP)
-        stopped.append(pid)
-
-    monkeypatch.setattr(workers, "start_without_main", start_stopped)
-    started = time.monotonic()
-    try:
-        with Store(store_path) as store:
-            result = ScoreJob(rubric, workers=0, store=store).run_rollouts(rollouts)
-    finally:
-        for pid in stopped:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-    assert stopped, "no helper process was started"
-    assert time.monotonic() - started < 60
-    assert result.summary.rollouts == MIN_ROLLOUTS
-    with Store(store_path) as store:
-        runs = store.runs()
-        assert [(r.status, r.size) for r in runs] == [("done", MIN_ROLLOUTS)]
-        assert len(store.members(runs[0].id)) == MIN_ROLLOUTS
+    done = subprocess.run([sys.executable, "-c", _STOPPED_HELPER, str(tmp_path / "runs.db")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ok, rollouts, seconds = done.stdout.split()
+    assert ok == "ok" and int(rollouts) == MIN_ROLLOUTS
+    assert float(seconds) < 60
 
 
 def test_a_stopped_idle_worker_is_replaced(tmp_path: Path) -> None:
