@@ -18,6 +18,7 @@ install_moved_modules()
 
 if TYPE_CHECKING:
     from rewardsmith.engine.columns import ScoreColumns
+    from rewardsmith.files.digests import reads_files
     from rewardsmith.files.rollouts import read_rollouts, rollout_from_dict
     from rewardsmith.files.scored import read_scores, write_scores
     from rewardsmith.jobs.score import ScoreJob
@@ -94,6 +95,7 @@ _LAZY: dict[str, str] = {
     "math_equal_async": ".mathcheck",
     "quantize": ".rubric.quantize",
     "read_rollouts": ".files.rollouts",
+    "reads_files": ".files.digests",
     "read_scores": ".files.scored",
     "rollout_from_dict": ".files.rollouts",
     "score_rollouts": ".engine",
@@ -149,6 +151,7 @@ __all__ = [
     "quantize",
     "read_rollouts",
     "read_scores",
+    "reads_files",
     "rollout_from_dict",
     "score_rollouts",
     "write_scores",

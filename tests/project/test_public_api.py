@@ -28,7 +28,8 @@ PUBLIC_NAMES = [
     "RubricError", "RunSummary", "Score", "ScoreColumns", "ScoreJob", "Status", "StoreError",
     "__version__", "apply_advantages", "build_report", "check_advantages", "compute_advantages",
     "emulate_advantages", "gate", "group_reward", "load_reward", "math_equal",
-    "math_equal_async", "quantize", "read_rollouts", "read_scores", "rollout_from_dict",
+    "math_equal_async", "quantize", "read_rollouts", "read_scores", "reads_files",
+    "rollout_from_dict",
     "score_rollouts", "write_scores",
 ]
 

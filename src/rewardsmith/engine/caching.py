@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, cast, runtime_checkable
 
+from rewardsmith.files.digests import FileDigests
 from rewardsmith.rubric import Component
 
 from ..types import ComponentResult, Rollout, Status
@@ -13,8 +14,9 @@ from .cells import Cell, as_result
 
 __all__ = ["CellCache", "HoldingCache", "ResultCache", "look_up", "record"]
 
-# Content keys (None: not made, see ``HoldingCache``); per component, the cells computed.
-Cached = tuple[list[str] | None, dict[str, list[int]]]
+# Per component, the keys its results go under (None for all: none made, see ``HoldingCache``;
+# a component that reads files keeps its own even then), and the cells it must compute.
+Cached = tuple[dict[str, list[str]] | None, dict[str, list[int]]]
 
 
 class ResultCache(Protocol):
@@ -53,22 +55,32 @@ def look_up(cache: ResultCache, components: Sequence[Component], rollouts: list[
             results: dict[str, list[Cell]],
             content_key: Callable[[Rollout], str] | None) -> Cached:
     """Fill cells from the cache; return the keys and, per component, the cells to compute."""
+    every = list(range(len(rollouts)))
     if isinstance(cache, HoldingCache) and cache.holds_nothing():
-        every = list(range(len(rollouts)))
-        return None, {c.name: every for c in components if not c.group}
-    keys = ([r.content_key() for r in rollouts] if content_key is None
-            else [content_key(r) for r in rollouts])
+        reading = [c for c in components if not c.group and c.reads is not None]
+        keyed = None
+        if reading:  # kept by key, not by rollout: the key holds the files' digest
+            plain = _content_keys(rollouts, content_key)
+            digests = FileDigests()
+            keyed = {c.name: c.result_keys(rollouts, plain, digests) for c in reading}
+        return keyed, {c.name: every for c in components if not c.group}
+    plain = _content_keys(rollouts, content_key)
+    digests = FileDigests()
+    keys: dict[str, list[str]] = {}
     cells = cache if isinstance(cache, CellCache) else None
     missing: dict[str, list[int]] = {}
     for component in components:
         if component.group:
             continue  # a group reward's value depends on the whole group: never reused alone
+        own = plain if component.reads is None else \
+            component.result_keys(rollouts, plain, digests)
+        keys[component.name] = own
         found: Mapping[str, float | ComponentResult] = (
-            cells.lookup_cells(component.identity(), keys) if cells is not None
-            else cache.lookup(component.identity(), keys))
+            cells.lookup_cells(component.identity(), own) if cells is not None
+            else cache.lookup(component.identity(), own))
         column = results[component.name]
         if found:
-            for index, key in enumerate(keys):
+            for index, key in enumerate(own):
                 hit = found.get(key)
                 if hit is None:
                     continue
@@ -76,26 +88,39 @@ def look_up(cache: ResultCache, components: Sequence[Component], rollouts: list[
                     result = cast(ComponentResult, hit)
                     # A plain ok result becomes a bare float, as if just computed, so the
                     # batch keeps the fast path.
-                    plain = (result.status is Status.OK and not result.metrics
-                             and type(result.value) is float)
-                    hit = cast(float, result.value) if plain else result
+                    plain_ok = (result.status is Status.OK and not result.metrics
+                                and type(result.value) is float)
+                    hit = cast(float, result.value) if plain_ok else result
                 column[index] = hit
             missing[component.name] = [i for i, cell in enumerate(column) if cell is None]
         else:
-            missing[component.name] = list(range(len(rollouts)))
+            missing[component.name] = every
     return keys, missing
+
+
+def _content_keys(rollouts: Sequence[Rollout],
+                  content_key: Callable[[Rollout], str] | None) -> list[str]:
+    return ([r.content_key() for r in rollouts] if content_key is None
+            else [content_key(r) for r in rollouts])
 
 
 def record(cache: ResultCache, components: Sequence[Component], cached: Cached,
            results: dict[str, list[Cell]], rollouts: Sequence[Rollout]) -> None:
     """Store the results computed in this batch (not those that came from the cache)."""
-    keys, missing = cached
-    if keys is None:  # no keys made (see HoldingCache): handed over by rollout
+    keyed, missing = cached
+    if isinstance(cache, HoldingCache) and (keyed is None or any(
+            c.name not in keyed for c in components if c.name in missing)):
+        # No keys made (see HoldingCache): handed over by rollout, but for components that
+        # read files, whose keys were made.
         holder = cast(HoldingCache, cache)
         for component in components:
             column = results[component.name]
             if component.name not in missing:
                 continue  # a group reward: its values are the group's, never reused alone
+            if keyed is not None and component.name in keyed:
+                _record_keyed(cache, component, keyed[component.name],
+                              missing[component.name], column)
+                continue
             if None not in column:  # every cell computed: the batch as it is
                 holder.record_rollout_cells(component.identity(), rollouts, column)
                 continue
@@ -105,25 +130,29 @@ def record(cache: ResultCache, components: Sequence[Component], cached: Cached,
                                             [rollouts[i] for i in computed],
                                             [column[i] for i in computed])
         return
-    cells = cache if isinstance(cache, CellCache) else None
+    assert keyed is not None
     for component in components:
         indices = missing.get(component.name)
-        if not indices:
+        if indices and component.name in keyed:
+            _record_keyed(cache, component, keyed[component.name], indices,
+                          results[component.name])
+
+
+def _record_keyed(cache: ResultCache, component: Component, keys: Sequence[str],
+                  indices: Sequence[int], column: Sequence[Cell]) -> None:
+    if isinstance(cache, CellCache):  # the store keeps what it may reuse
+        wanted = [(keys[i], column[i]) for i in indices if column[i] is not None]
+        if wanted:
+            cache.record_cells(component.identity(), [k for k, _ in wanted],
+                               [c for _, c in wanted])
+        return
+    fresh = {}
+    for index in indices:
+        cell = column[index]
+        if cell is None:
             continue
-        column = results[component.name]
-        if cells is not None:  # the store keeps what it may reuse
-            wanted = [(keys[i], column[i]) for i in indices if column[i] is not None]
-            if wanted:
-                cells.record_cells(component.identity(), [k for k, _ in wanted],
-                                   [c for _, c in wanted])
-            continue
-        fresh = {}
-        for index in indices:
-            cell = column[index]
-            if cell is None:
-                continue
-            if type(cell) is float or cast(ComponentResult, cell).status in (
-                    Status.OK, Status.MASKED):
-                fresh[keys[index]] = as_result(cell)
-        if fresh:
-            cache.record(component.identity(), fresh)
+        if type(cell) is float or cast(ComponentResult, cell).status in (
+                Status.OK, Status.MASKED):
+            fresh[keys[index]] = as_result(cell)
+    if fresh:
+        cache.record(component.identity(), fresh)

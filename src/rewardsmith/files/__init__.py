@@ -1,5 +1,6 @@
 """Files in and out: the one JSONL reader, atomic replacement of outputs, output-over-input
-checks. Parquet lives in ``rewardsmith.files.parquet``."""
+checks. Parquet lives in ``rewardsmith.files.parquet``; the digests of the files a reward reads
+besides the rollout (``reads_files``) in ``rewardsmith.files.digests``."""
 
 from __future__ import annotations
 

@@ -58,6 +58,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from rewardsmith.engine import Engine
 from rewardsmith.errors import ConfigError
+from rewardsmith.files.digests import FileDigests
 from rewardsmith.jobs.recording import start_recording
 from rewardsmith.rubric import Rubric
 from rewardsmith.store import Store
@@ -312,11 +313,12 @@ def record_run(store: str | os.PathLike[str], rubric: Rubric,
     with Store(os.fspath(store)) as opened:
         recorder = start_recording(opened, rubric, rollouts, kind="score", source=source)
         keys = [recorder.content_key(r) for r in rollouts]
+        digests = FileDigests()
         for component in rubric.components:
             fresh: dict[str, ComponentResult] = {}
             if component.group:
                 continue
-            for key, score in zip(keys, scores):
+            for key, score in zip(component.result_keys(rollouts, keys, digests), scores):
                 value = score.components.get(component.name)
                 if value is not None:
                     fresh[key] = ComponentResult(value)

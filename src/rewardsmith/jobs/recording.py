@@ -17,6 +17,7 @@ from rewardsmith.errors import (
     ConfigError,
     InputError,
 )
+from rewardsmith.files.digests import FileDigests
 from rewardsmith.files.parquet import (
     read_records,
     read_rollouts_any,
@@ -240,8 +241,10 @@ def import_scores(
                              source=source, keys=keys)
     groups = group_positions([r.group for r in ordered])
     imported: dict[str, int] = {}
+    digests = FileDigests()
     for component in rubric.components:
-        result_keys = keys
+        # A reward that reads files is keyed on what they hold now (at the import).
+        result_keys = component.result_keys(ordered, keys, digests)
         if component.group:
             result_keys = [""] * len(keys)
             for group in groups:

@@ -26,6 +26,7 @@ from rewardsmith.advantages import apply_advantages
 from rewardsmith.engine import Engine
 from rewardsmith.engine.cells import floats_only
 from rewardsmith.errors import StoreError
+from rewardsmith.files.digests import FileDigests
 from rewardsmith.files.parquet import (
     score_lines,
     write_scores_any,
@@ -165,7 +166,7 @@ def rescore(
                              f"{source.size:,} rollouts (it was stopped before they were "
                              f"recorded): score the rollouts file again instead")
         groups = group_positions(members.groups)
-        columns = _stored_columns(store, rubric, source.id, members, groups)
+        columns, file_keys = _stored_columns(store, rubric, source.id, members, groups)
         todo = _groups_to_score(rubric, columns, groups, members)
         plan = _plan(store, rubric, source.id, members, groups, columns, todo,
                      source.components)
@@ -190,8 +191,8 @@ def rescore(
     usage: dict[str, dict[str, float]] = {}
     if todo:
         calls, usage = _score_missing(store, rubric, source.id, run_id, members, columns,
-                                      [groups[i] for i in todo], scores, plan, workers,
-                                      max_concurrency, progress, done)
+                                      file_keys, [groups[i] for i in todo], scores, plan,
+                                      workers, max_concurrency, progress, done)
     final = cast(list[Score], scores)
     with gc_paused():
         if advantage_method is not None:
@@ -215,20 +216,34 @@ def _kind(component: Component) -> str:
 
 
 def _stored_columns(store: Store, rubric: Rubric, run_id: str, members: Members,
-                    groups: list[list[int]]) -> dict[str, list[Cell]]:
+                    groups: list[list[int]]) -> tuple[dict[str, list[Cell]], dict[str, list[str]]]:
+    """Each component's stored results by position, and for components that read files
+    besides the rollout (``reads_files``) the keys their results go under now."""
     columns: dict[str, list[Cell]] = {}
+    file_keys: dict[str, list[str]] = {}
+    reading = [c for c in rubric.components if not c.group and c.reads is not None]
+    if reading:  # their keys need each rollout's paths, and what those files hold now
+        rollouts = store.load_rollouts(run_id)
+        digests = FileDigests()
+        for component in reading:
+            file_keys[component.name] = component.result_keys(rollouts, members.keys, digests)
     for component in rubric.components:
+        if component.name in file_keys:
+            keys = file_keys[component.name]
+            found = store.lookup_cells(component.identity(), keys)
+            columns[component.name] = [found.get(key) for key in keys]
+            continue
         if not component.group:
             columns[component.name] = store.column(component.identity(), members)
             continue
-        keys: list[str] = [""] * len(members)
+        keys = [""] * len(members)
         for group in groups:
             for position, key in zip(group, group_result_keys([members.keys[p] for p in group]),
                                      strict=True):
                 keys[position] = key
         found = store.lookup_cells(component.identity(), keys)
         columns[component.name] = [found.get(key) for key in keys]
-    return columns
+    return columns, file_keys
 
 
 def _groups_to_score(rubric: Rubric, columns: Mapping[str, list[Cell]],
@@ -379,7 +394,8 @@ class _KnownResults:
 
 def _score_missing(store: Store, rubric: Rubric, source_run: str, run_id: str,
                    members: Members, columns: Mapping[str, list[Cell]],
-                   groups: list[list[int]], scores: list[Score | None], plan: RescorePlan,
+                   file_keys: Mapping[str, list[str]], groups: list[list[int]],
+                   scores: list[Score | None], plan: RescorePlan,
                    workers: int | None, max_concurrency: int, progress: Progress | None,
                    done: int) -> tuple[int, dict[str, dict[str, float]]]:
     """Score the groups that miss a result with the engine, which reuses what is stored and
@@ -389,7 +405,8 @@ def _score_missing(store: Store, rubric: Rubric, source_run: str, run_id: str,
     for c in rubric.components:
         if not c.group:
             column = columns[c.name]
-            known[c.identity()] = {members.keys[p]: cast(StoredCell, column[p]) for p in flat
+            keys = file_keys.get(c.name, members.keys)
+            known[c.identity()] = {keys[p]: cast(StoredCell, column[p]) for p in flat
                                    if column[p] is not None}
     positions = sorted(set(flat))
     by_position = dict(zip(positions, store.load_rollouts(source_run, flat), strict=True))

@@ -28,6 +28,7 @@ from rewardsmith.errors import (
     LoadError,
     RubricError,
 )
+from rewardsmith.files.digests import FileDigests, FilesOf, files_of, keys_with_files
 from rewardsmith.rubric.calling import (
     is_async_reward,
     is_group_reward,
@@ -117,6 +118,9 @@ class Component:
     spec: str = ""
     _identity: str = field(default="", repr=False)
     _code: CodeIdentity | None = field(default=None, repr=False, compare=False)
+    # The files the reward reads besides the rollout (``reads_files``): part of each stored
+    # result's key, so a result is reused only while they are unchanged.
+    reads: FilesOf | None = field(default=None, repr=False, compare=False)
     # On a resolved copy: the component as it was given, before anything was filled in.
     _declared: Component | None = field(default=None, repr=False, compare=False)
 
@@ -137,7 +141,7 @@ class Component:
         """A copy of what the user set, with nothing resolved (params copied, not shared)."""
         return dataclasses.replace(self, params=dict(self.params), func=None, is_async=False,
                                    bounded=False, spec="", _identity="", _code=None,
-                                   _declared=None)
+                                   _declared=None, reads=None)
 
     def _fill(self, default_timeout: float, folder: str | Path | None) -> None:
         if self.evaluator is not None:
@@ -170,6 +174,7 @@ class Component:
         except (ValueError, TypeError) as exc:
             raise RubricError(f"{what}: {exc}") from exc
         self._code = code_identity(loaded.func)
+        self.reads = files_of(loaded.func)
         self._identity = content_hash(
             self._code.digest, self.params, self.timeout, self.reward_key, self.group,
             *self._version_part(), length=24,
@@ -197,6 +202,13 @@ class Component:
         Name, weight and gate are not part of it, so a stored result survives their change.
         """
         return self._identity
+
+    def result_keys(self, rollouts: Sequence[Rollout], keys: Sequence[str],
+                    digests: FileDigests | None = None) -> list[str]:
+        """The keys this component's results go under in a store, from the rollouts' content
+        keys: those keys themselves, or for a reward that reads files besides the rollout
+        (``reads_files``), each with a digest of what those files hold now."""
+        return keys_with_files(self.reads, self.params, rollouts, keys, digests)
 
     def code(self) -> CodeIdentity | None:
         """The code behind a resolved reward component (None for an evaluator)."""

@@ -35,6 +35,9 @@ def reuse_reason(component: Component, recorded: Sequence[Mapping[str, Any]], *,
                     f"{twin.get('name')!r}: they failed or were not stored)")
         return f"new component (not in run {run_id})"
     if same_name.get("identity") == identity:
+        if component.reads is not None:
+            return (f"unchanged; {compute:,} results missing (the files it reads changed, "
+                    f"or they failed or were not stored)")
         return f"unchanged; {compute:,} results missing (they failed or were not stored)"
     changes = _changes(component, same_name)
     if not changes:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from rewardsmith import Rollout, Rubric, ScoreJob
+from rewardsmith.jobs.rescore import rescore
 from rewardsmith.rewards import get_builtin
 from rewardsmith.rewards.agents.repo_patch import apply_patch
 from rewardsmith.rewards.agents.repo_tasks import shipped_tasks, task_answer, write_repo
@@ -49,6 +50,18 @@ def public_folder(tmp_path: Path, name: str) -> Path:
     for path in (tmp_path, folder):
         os.chmod(path, 0o755)
     return folder
+
+
+def fixed_workspace(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """The calc task's files with the gold patch applied, written into a readable folder."""
+    fixed = {path: content.decode() for path, content in apply_patch(
+        {p: t.encode() for p, t in CALC.repo.items()}, CALC.gold_patch).items()
+        if isinstance(content, bytes)}
+    workspace = public_folder(tmp_path, "workspace")
+    for path, text in fixed.items():
+        (workspace / path).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / path).write_text(text)
+    return fixed, workspace
 
 
 @pytest.mark.parametrize("name", [
@@ -108,13 +121,7 @@ def test_the_base_repository_as_a_folder_or_a_tarball(env: str, tmp_path: Path) 
 
 
 def test_the_final_workspace_as_a_folder_or_a_tarball(env: str, tmp_path: Path) -> None:
-    fixed = {path: content.decode() for path, content in apply_patch(
-        {p: t.encode() for p, t in CALC.repo.items()}, CALC.gold_patch).items()
-        if isinstance(content, bytes)}
-    workspace = public_folder(tmp_path, "workspace")
-    for path, text in fixed.items():
-        (workspace / path).parent.mkdir(parents=True, exist_ok=True)
-        (workspace / path).write_text(text)
+    fixed, workspace = fixed_workspace(tmp_path)
     (workspace / "calc" / "__pycache__").mkdir()
     (workspace / "calc" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"junk")
     answer = task_answer(CALC)
@@ -216,3 +223,38 @@ def test_scored_through_the_engine_and_paid_once(env: str, tmp_path: Path) -> No
     again = ScoreJob(rubric, workers=0, store=store).run_rollouts(rollouts)
     assert again.summary.extra["reward_calls"] == 0
     assert [s.reward for s in again.scores] == [1.0, 0.0]
+
+
+def test_a_task_edited_in_place_or_a_workspace_reused_is_graded_again(
+        env: str, tmp_path: Path) -> None:
+    """Stored results are keyed on what the task's and the workspace's paths hold, not on the
+    paths: the same rollout line over changed files is graded again, not replayed."""
+    rubric = Rubric.from_dict({"name": "repo", "components": {"tests": {
+        "reward": "repo_tests", "params": {"environment": env}}}})
+    repo = write_repo(CALC, str(public_folder(tmp_path, "repo")))
+    fixed, workspace = fixed_workspace(tmp_path)
+    rollouts = [
+        Rollout(id="diff", group="calc", prompt="Fix mean().", completion=CALC.gold_patch,
+                answer=task_answer(CALC, repo)),
+        Rollout(id="workspace", group="calc", prompt="Fix mean().", completion="",
+                answer=task_answer(CALC), metadata={"workspace": str(workspace)})]
+    store = str(tmp_path / "runs.db")
+
+    def score() -> tuple[list[float | None], int]:
+        done = ScoreJob(rubric, workers=0, store=store).run_rollouts(rollouts)
+        return [s.reward for s in done.scores], done.summary.extra["reward_calls"]
+
+    assert score() == ([1.0, 1.0], 2)
+    assert score() == ([1.0, 1.0], 0)
+    # The workspace path now holds another state (the bug put back): graded again.
+    changed = [p for p in fixed if fixed[p] != CALC.repo.get(p) and p in CALC.repo]
+    assert changed
+    for path in changed:
+        (workspace / path).write_text(CALC.repo[path])
+    assert score() == ([1.0, 0.0], 1)
+    # The base repository edited in place: the diff no longer applies, graded again.
+    for path in changed:
+        (Path(repo) / path).write_text("# rewritten\n")
+    rewards, calls = score()
+    assert (rewards, calls) == ([0.0, 0.0], 1)
+    assert rescore(Path(store), rubric).reward_calls == 0

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from rewardsmith import Rollout, Rubric, score_rollouts
+from rewardsmith import Rollout, Rubric, ScoreJob, score_rollouts
 from rewardsmith.errors import RubricError
 from rewardsmith.rewards.agents.verifier_script import grade, reference_score, verifier_script
 from rewardsmith.sandbox import SandboxUnavailable
@@ -354,3 +354,26 @@ def test_the_reference_solution_of_a_task_is_scored_as_harbors_oracle_does(
     assert reference_score(task)["reward"] == 0.0
     with pytest.raises(ValueError, match="no solution/solve.sh"):
         reference_score(make_task(tmp_path / "no-solution", "true\n"))
+
+
+def test_a_workspace_path_holding_another_state_is_graded_again(tmp_path: Path) -> None:
+    """Results are stored under what the task folder and the workspace hold: a workspace
+    path reused for another agent's state, or the task edited in place, is graded again."""
+    rubric = Rubric.from_dict({"components": {"tests": {"reward": "verifier_script"}}})
+    task = tmp_path / "task"
+    shutil.copytree(TASK, task)
+    folder = workspace(tmp_path / "ws", {"wc.py": RIGHT})
+    rollouts = [Rollout(id="a", group="g", answer=str(task), metadata={"workspace": folder})]
+    store = str(tmp_path / "runs.db")
+
+    def score() -> tuple[float | None, int]:
+        done = ScoreJob(rubric, workers=0, store=store).run_rollouts(rollouts)
+        return done.scores[0].reward, done.summary.extra["reward_calls"]
+
+    assert score() == (1.0, 1)
+    assert score() == (1.0, 0)
+    Path(folder, "wc.py").write_text(WRONG)
+    reward, calls = score()
+    assert reward == pytest.approx(0.4) and calls == 1
+    (task / "tests" / "test.sh").write_text("#!/bin/bash\necho 0.25 > /logs/verifier/reward.txt\n")
+    assert score() == (0.25, 1)

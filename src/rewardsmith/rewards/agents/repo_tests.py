@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+from ...files.digests import reads_files
 from ...sandbox import SandboxError, SandboxUnavailable, memory_cgroups_available
 from ...sandbox.workspace import (
     STARTUP_MARGIN,
@@ -43,6 +44,7 @@ from ...sandbox.workspace import (
     run_workspace,
 )
 from .._registry import builtin
+from .files_read import repo_tests_files
 from .repo_patch import PatchError, apply_patch, extract_patch
 from .repo_tests_task import (
     FileMap,
@@ -181,6 +183,7 @@ def _zero(task: RepoTestsTask, **metrics: float) -> dict[str, float]:
 
 @builtin("repo_tests", kind="verifier", default_timeout=REPO_TESTS_DEFAULT_TIMEOUT,
          check=_check)
+@reads_files(repo_tests_files)
 def repo_tests(
     completion: Any,
     answer: Any,

@@ -38,6 +38,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...files.digests import reads_files
 from ...sandbox import get_sandbox
 from ...sandbox.bubblewrap_scripts import BubblewrapScripts
 from ...sandbox.runtimes import python_environment
@@ -51,6 +52,7 @@ from ...sandbox.script_jobs import (
     script_unavailable,
 )
 from .._registry import builtin
+from .files_read import verifier_script_files
 from .verifier_script_task import DEFAULT_VERIFIER_TIMEOUT, HarborTask, load_task
 
 __all__ = ["verifier_script", "VERIFIER_DEFAULT_TIMEOUT", "reference_score", "script_runner"]
@@ -215,6 +217,7 @@ def _job(task: HarborTask, workspace: str | None, params: Mapping[str, Any],
 
 @builtin("verifier_script", kind="verifier", default_timeout=VERIFIER_DEFAULT_TIMEOUT,
          check=_check)
+@reads_files(verifier_script_files)
 def verifier_script(
     answer: Any,
     metadata: Mapping[str, Any],
