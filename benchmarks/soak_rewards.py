@@ -23,14 +23,14 @@ def _log(event: str, component: str, rollout: str) -> None:
             handle.write(f"{event} {component} {rollout}\n")
 
 
-def _daemon() -> None:
+def _daemon(rollout: str) -> None:
     """Start a daemon (double fork, new session) that sleeps, and note its pid."""
     script = ("import os, sys, time\n"
               "if os.fork(): os._exit(0)\n"
               "os.setsid()\n"
               "if os.fork(): os._exit(0)\n"
               "path = os.environ.get('SOAK_PIDS')\n"
-              "if path: open(path, 'a').write(f'{os.getpid()}\\n')\n"
+              f"if path: open(path, 'a').write(f'{{os.getpid()}} {rollout}\\n')\n"
               "time.sleep(1000)\n")
     subprocess.run([sys.executable, "-c", script], check=True)
 
@@ -54,7 +54,7 @@ def sync_part(completion: str) -> float:
         pids = os.environ.get("SOAK_PIDS")
         if pids:
             with open(pids, "a", encoding="utf-8") as handle:
-                handle.write(f"{child.pid}\n")
+                handle.write(f"{child.pid} {rollout}\n")
     elif fault == "fork":
         os.fork()  # the child must not go on as a second copy of the worker
     elif fault == "exit":
@@ -64,7 +64,7 @@ def sync_part(completion: str) -> float:
     elif fault == "stdout":
         sys.stdout = io.StringIO()
     elif fault == "daemon":
-        _daemon()
+        _daemon(rollout)
     _log("done", "sync", rollout)
     return (sum(map(ord, rollout)) % 10) / 10.0
 

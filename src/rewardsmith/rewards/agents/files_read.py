@@ -49,12 +49,30 @@ def environment_files(environment: str | None) -> list[str]:
             python, root = os.path.join(path, "bin", "python3"), path
         else:
             python, root = path, os.path.dirname(os.path.dirname(path))
-    found = [python, os.path.join(root, "pyvenv.cfg")]
-    for site in sorted(glob.glob(os.path.join(glob.escape(root), "lib", "python3*",
-                                              "site-packages"))):
-        found.extend(sorted(glob.glob(os.path.join(glob.escape(site), "*.dist-info",
-                                                   "METADATA"))))
-    return found
+    sites = tuple(sorted(glob.glob(os.path.join(glob.escape(root), "lib", "python3*",
+                                                "site-packages"))))
+    # Listed again only when a site folder changes (an install or removal renames entries).
+    stamp = (python, root, sites, tuple(_mtime(site) for site in sites))
+    found = _LISTED.get(stamp)
+    if found is None:
+        found = [python, os.path.join(root, "pyvenv.cfg")]
+        for site in sites:
+            found.extend(sorted(glob.glob(os.path.join(glob.escape(site), "*.dist-info",
+                                                       "METADATA"))))
+        if len(_LISTED) > 64:
+            _LISTED.clear()
+        _LISTED[stamp] = found
+    return list(found)
+
+
+_LISTED: dict[tuple[object, ...], list[str]] = {}
+
+
+def _mtime(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return -1
 
 
 def repo_tests_files(rollout: Rollout, params: Mapping[str, Any]) -> list[str]:
