@@ -86,6 +86,7 @@ from rewardsmith.workers._processes import (
 )
 from rewardsmith.workers._proctree import (
     kill_tagged,
+    kill_tagged_any,
     kill_tree,
     resident_bytes,
 )
@@ -135,6 +136,7 @@ class WorkerPool:
         self._closed = False
         self._threads: list[threading.Thread] = []
         self.replaced = 0  # workers killed and replaced (timeouts, crashes, memory)
+        self._tags: list[str] = []  # the tag of every worker started (see _proctree)
 
     # -- public API
 
@@ -199,6 +201,10 @@ class WorkerPool:
             self._queue.put(None)
         for thread in self._threads:
             thread.join(timeout=5)
+        # A last look for what any of its workers' calls started, whichever way the worker
+        # ended: a daemon that escaped the look made when its worker was killed ends here.
+        with contextlib.suppress(Exception):
+            kill_tagged_any(list(self._tags))
         while True:
             try:
                 job = self._queue.get_nowait()
@@ -243,6 +249,8 @@ class WorkerPool:
         )
         start_without_main(process)
         child_conn.close()
+        if process.pid is not None:
+            self._tags.append(worker_tag(os.getpid(), process.pid))
         return _Worker(process, parent_conn, slot, buffer=buffer, log=log)
 
     def _send_batch(self, worker: _Worker, blob: bytes) -> None:
@@ -421,6 +429,8 @@ class WorkerPool:
                 for index in todo:
                     failures[index] = failure
                 if not self._closed:
+                    if worker.process.is_alive():  # it could not read the batch: not reused
+                        self._kill(worker)
                     worker = spare.replace(worker)
                 break
             # The worker was killed (timeout, memory) or died at position ``failed_at``: that

@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Collection
 
-__all__ = ["TAG_VARIABLE", "descendants", "kill_tagged", "kill_tree", "resident_bytes"]
+__all__ = ["TAG_VARIABLE", "descendants", "kill_tagged", "kill_tagged_any", "kill_tree",
+           "resident_bytes"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -114,21 +116,38 @@ TAG_VARIABLE = "REWARDSMITH_WORKER_TAG"
 def kill_tagged(tag: str) -> int:
     """SIGKILL every process whose environment holds ``TAG_VARIABLE=tag`` (those this user may
     read); how many were found."""
-    needle = f"{TAG_VARIABLE}={tag}".encode()
+    return kill_tagged_any({tag})
+
+
+def kill_tagged_any(tags: Collection[str]) -> int:
+    """SIGKILL every process whose ``TAG_VARIABLE`` is one of ``tags``, in one pass over the
+    processes; how many were found."""
+    if not tags:
+        return 0
+    wanted = {tag.encode() for tag in tags}
+    needle = f"{TAG_VARIABLE}=".encode()
     found = 0
     try:
         names = os.listdir("/proc")
     except OSError:
         return 0
+    me = os.getpid()
     for name in names:
-        if not name.isdigit() or int(name) == os.getpid():
+        if not name.isdigit() or int(name) == me:
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as handle:
                 variables = handle.read()
         except OSError:
             continue
-        if needle + b"\0" in variables or variables.endswith(needle):
+        at = variables.find(needle)
+        while at > 0 and variables[at - 1] != 0:  # the name inside another's value
+            at = variables.find(needle, at + 1)
+        if at < 0:
+            continue
+        end = variables.find(b"\0", at)
+        value = variables[at + len(needle):end if end >= 0 else len(variables)]
+        if value in wanted:
             with contextlib.suppress(OSError):
                 os.kill(int(name), signal.SIGKILL)
                 found += 1
