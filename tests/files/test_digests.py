@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from rewardsmith import Rollout
 from rewardsmith.files.digests import FileDigests, files_of, keys_with_files, reads_files
 
@@ -90,27 +92,51 @@ def test_keys_keep_the_content_key_when_no_files_are_declared(tmp_path: Path) ->
     assert keys_with_files(files, {}, rollouts, ["k1"]) != first
 
 
-def test_a_rollout_whose_paths_cannot_be_found_gets_a_key_no_good_one_matches() -> None:
+def test_a_rollout_whose_paths_cannot_be_found_gets_a_key_nothing_matches() -> None:
     def broken(rollout: Rollout, params: object) -> list[str]:
         return [rollout.metadata["workspace"]]  # KeyError: no workspace given
 
     rollouts = [Rollout("a", "g", "p", "c")]
     key = keys_with_files(broken, {}, rollouts, ["k"])
-    assert key != ["k"] and key == keys_with_files(broken, {}, rollouts, ["k"])
+    # Not even the same rollout failing the same way again: no stored result is replayed.
+    assert key != ["k"] and key != keys_with_files(broken, {}, rollouts, ["k"])
 
 
-def test_a_shared_folder_is_read_once_per_use(tmp_path: Path, monkeypatch: object) -> None:
+def test_files_too_large_to_read_before_the_call_are_never_reused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rewardsmith.files.digests as digests
+
+    root = make_tree(tmp_path / "workspace")
+    sparse = root / "huge.bin"
+    with open(sparse, "wb") as handle:  # a sparse file: big to read, nothing on disk
+        handle.truncate(64 << 20)
+    monkeypatch.setattr(digests, "MAX_BYTES", 32 << 20)
+    rollouts = [Rollout("a", "g", "p", "c")]
+    first = keys_with_files(lambda r, p: [root], {}, rollouts, ["k"])
+    assert first != keys_with_files(lambda r, p: [root], {}, rollouts, ["k"])
+    sparse.unlink()
+    # Four entries: the folder, pkg/, pkg/mod.py, run.sh.
+    monkeypatch.setattr(digests, "MAX_ENTRIES", 3)
+    assert keys_with_files(lambda r, p: [root], {}, rollouts, ["k"]) != \
+        keys_with_files(lambda r, p: [root], {}, rollouts, ["k"])
+    monkeypatch.setattr(digests, "MAX_ENTRIES", 4)
+    assert keys_with_files(lambda r, p: [root], {}, rollouts, ["k"]) == \
+        keys_with_files(lambda r, p: [root], {}, rollouts, ["k"])
+
+
+def test_a_shared_folder_is_read_once_per_use(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     import rewardsmith.files.digests as digests
 
     root = make_tree(tmp_path / "repo")
     walked: list[str] = []
     real = digests._folder_digest
 
-    def counting(path: str) -> str:
+    def counting(path: str, budget: list[int]) -> str:
         walked.append(path)
-        return real(path)
+        return real(path, budget)
 
-    monkeypatch.setattr(digests, "_folder_digest", counting)  # type: ignore[attr-defined]
+    monkeypatch.setattr(digests, "_folder_digest", counting)
     shared = FileDigests()
     rollouts = [Rollout(str(i), "g", "p", "c") for i in range(50)]
     keys = keys_with_files(lambda r, p: [root], {}, rollouts, [str(i) for i in range(50)],

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -35,6 +36,15 @@ _CHUNK = 1 << 20
 # File digests kept per process, by (path, device, inode, size, mtime, ctime).
 _KNOWN: dict[tuple[str, int, int, int, int, int], str] = {}
 _KNOWN_MAX = 200_000
+# What one path may hold for a digest to be made (the digest is made before any call, outside
+# its time limit): past this, the rollout's key is one of a kind, and the reward's own limits
+# decide. A policy's huge or sparse workspace cannot stall scoring.
+MAX_BYTES = 2 << 30
+MAX_ENTRIES = 200_000
+
+
+class _TooLarge(Exception):
+    pass
 
 
 def reads_files(files: FilesOf) -> Callable[[F], F]:
@@ -63,13 +73,20 @@ class FileDigests:
         self._paths: dict[str, str] = {}
 
     def of(self, paths: Iterable[str | os.PathLike[str]]) -> str:
-        """One digest for all ``paths``, in the order given."""
+        """One digest for all ``paths``, in the order given; ``ValueError`` when one holds
+        more than ``MAX_BYTES`` or ``MAX_ENTRIES``."""
         whole = hashlib.blake2b(digest_size=16)
         for path in paths:
             full = os.path.abspath(os.path.expanduser(os.fspath(path)))
             found = self._paths.get(full)
             if found is None:
-                found = self._paths[full] = _path_digest(full)
+                try:
+                    found = _path_digest(full, [MAX_BYTES, MAX_ENTRIES])
+                except _TooLarge:
+                    found = "too-large"
+                self._paths[full] = found
+            if found == "too-large":
+                raise ValueError(f"{full} holds more than a digest is made of")
             whole.update(f"{full}\0{found}\0".encode("utf-8", "surrogatepass"))
         return whole.hexdigest()
 
@@ -80,7 +97,8 @@ def keys_with_files(files: FilesOf | None, params: Mapping[str, Any],
     """The keys a reward's stored results go under: each rollout's content key with a digest
     of the files it reads (``keys`` themselves for a reward that declared none). A rollout
     whose paths cannot be found out (a malformed task, say: the reward will say what is wrong)
-    gets a key of its own kind that no later rollout with readable paths matches."""
+    or whose files are too large to read before the call, gets a key of its own that nothing
+    matches: its result is never reused."""
     if files is None:
         return list(keys)
     digests = digests if digests is not None else FileDigests()
@@ -88,14 +106,16 @@ def keys_with_files(files: FilesOf | None, params: Mapping[str, Any],
     for rollout, key in zip(rollouts, keys, strict=True):
         try:
             part = digests.of(files(rollout, params))
-        except Exception as exc:  # noqa: BLE001 - the reward reports the same input itself
-            part = f"unreadable:{type(exc).__name__}:{exc}"
+        except Exception:  # noqa: BLE001 - the reward reports the same input itself
+            # Never the same twice: a rollout whose files cannot be read must not replay a
+            # result stored for other files that failed the same way.
+            part = f"unread:{secrets.token_hex(16)}"
         out.append(hashlib.blake2b(f"{key}\0files\0{part}".encode("utf-8", "surrogatepass"),
                                    digest_size=16).hexdigest())
     return out
 
 
-def _path_digest(path: str) -> str:
+def _path_digest(path: str, budget: list[int]) -> str:
     try:
         info = os.lstat(path)
     except OSError:
@@ -106,23 +126,34 @@ def _path_digest(path: str) -> str:
         except OSError:
             return f"dangling:{_readlink(path)}"
     if stat.S_ISDIR(info.st_mode):
-        return _folder_digest(path)
+        return _folder_digest(path, budget)
     if stat.S_ISREG(info.st_mode):
+        _spend(budget, info.st_size)
         return _file_digest(path, info)
     return f"special:{stat.S_IFMT(info.st_mode)}"
 
 
-def _folder_digest(root: str) -> str:
+def _spend(budget: list[int], size: int) -> None:
+    """Take one entry of ``size`` bytes from ``budget`` ([bytes, entries] left)."""
+    budget[0] -= size
+    budget[1] -= 1
+    if budget[0] < 0 or budget[1] < 0:
+        raise _TooLarge
+
+
+def _folder_digest(root: str, budget: list[int]) -> str:
     whole = hashlib.blake2b(digest_size=16)
     for folder, subfolders, names in os.walk(root, onerror=_raise):
         subfolders.sort()
         relative = os.path.relpath(folder, root)
+        _spend(budget, 0)
         whole.update(f"d\0{relative}\0".encode("utf-8", "surrogatepass"))
         for name in sorted(names + [s for s in subfolders
                                     if os.path.islink(os.path.join(folder, s))]):
             full = os.path.join(folder, name)
             entry = os.path.join(relative, name)
             info = os.lstat(full)
+            _spend(budget, info.st_size if stat.S_ISREG(info.st_mode) else 0)
             if stat.S_ISLNK(info.st_mode):
                 part = f"l:{_readlink(full)}"
             elif stat.S_ISREG(info.st_mode):
