@@ -92,6 +92,42 @@ def test_async_calls_blocked_by_another_call_run_again_once_and_finish(tmp_path:
     assert max(done.values()) == 1  # every call finished exactly once
 
 
+def test_async_calls_a_block_cut_off_run_again_together(tmp_path: Path) -> None:
+    """Twenty calls awaiting 0.5 s are cut off by a call that blocks the loop: they run again
+    concurrently (about 0.5 s), not one at a time (10 s)."""
+    log = tmp_path / "calls.log"
+    rubric = Rubric([Component("a", spec("async_faulty"), timeout=1.0,
+                               params={"calls_log": str(log)})])
+    waits = [f"wait:{i}" for i in range(20)]
+    with Engine(rubric, workers=1, max_concurrency=32) as engine:
+        engine.score_group(group(["warm"], "warm"))
+        log.unlink()
+        started = time.monotonic()
+        scores = engine.score_group(group([*waits, "late-block:x"]))
+        elapsed = time.monotonic() - started
+    assert [s.status for s in scores] == [Status.OK] * 20 + [Status.TIMEOUT]
+    assert calls(log, "start") == {**{w: 2 for w in waits}, "late-block:x": 1}
+    assert calls(log, "done") == {w: 1 for w in waits}
+    assert elapsed < 4.0
+
+
+def test_async_calls_cut_off_twice_run_alone_and_at_most_three_times(tmp_path: Path) -> None:
+    """Three calls that await and then block, among calls that await: each kill cuts off the
+    calls in flight; a call cut off twice runs alone, where no other call can cut it off."""
+    log = tmp_path / "calls.log"
+    rubric = Rubric([Component("a", spec("async_faulty"), timeout=1.0,
+                               params={"calls_log": str(log)})])
+    texts = ["late-block:a", "late-block:b", "late-block:c", "wait:1", "wait:2", "ok:3"]
+    with Engine(rubric, workers=1, max_concurrency=32) as engine:
+        scores = engine.score_group(group(texts))
+    assert [s.status for s in scores] == [Status.TIMEOUT] * 3 + [Status.OK] * 3
+    starts = calls(log, "start")
+    assert {k: v for k, v in starts.items() if k != "ok:3"} == {
+        "late-block:a": 1, "late-block:b": 2, "late-block:c": 3, "wait:1": 3, "wait:2": 3}
+    assert 1 <= starts["ok:3"] <= 3
+    assert calls(log, "done") == {"wait:1": 1, "wait:2": 1, "ok:3": 1}
+
+
 def test_async_rewards_still_run_concurrently_in_a_worker() -> None:
     rubric = Rubric([Component("a", spec("async_faulty"), timeout=5.0)])
     with Engine(rubric, workers=1, max_concurrency=64) as engine:

@@ -66,6 +66,9 @@ class _Job:
     # A share of another job's calls, offered to idle workers: run by whichever driver takes
     # this lock first (its owner takes it back if no other driver has).
     claim: threading.Lock | None = None
+    # Async calls only: each call's round (how many kills have cut it off; see ``_pool``),
+    # None while no kill has.
+    rounds: Sequence[int] | None = None
 
     def claimed(self) -> bool:
         """Take this job for the calling driver; False when another driver has it."""
@@ -84,12 +87,15 @@ class _Worker:
     halves_used: list[int] = field(default_factory=list)  # halves of batches not yet answered
 
 
-def _extra(job: _Job, pending: list[int] | None, concurrency: int) -> Any:
-    """What an async batch adds to its message: each call's time limit and the concurrency."""
+def _extra(job: _Job, pending: list[int] | None, rounds: Sequence[int] | None) -> Any:
+    """What an async batch adds to its message: each call's time limit, the concurrency, and
+    each call's round (None: all in the first)."""
     if job.concurrency <= 0:
         return None
     limits = list(job.limits) if pending is None else [job.limits[i] for i in pending]
-    return (limits, concurrency)
+    if rounds is not None:
+        rounds = list(rounds) if pending is None else [rounds[i] for i in pending]
+    return (limits, job.concurrency, rounds)
 
 
 class _Ahead:

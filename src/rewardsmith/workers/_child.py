@@ -47,7 +47,7 @@ from rewardsmith.workers._proctree import (
 from rewardsmith.workers._resultlog import LogWriter
 
 __all__ = ["worker_tag", "SLOT_SIZE", "SLOT_INDEX", "SLOT_START", "SLOT_BATCH", "HALF", "IN_BUFFER",
-           "OK", "ERROR", "TIMEOUT", "RECYCLE", "format_exception", "worker_main"]
+           "OK", "ERROR", "TIMEOUT", "RECYCLE", "ALONE", "format_exception", "worker_main"]
 
 OK, ERROR, TIMEOUT = 0, 1, 2
 # A reply flag: the worker hit MemoryError and will exit after this reply; replace it.
@@ -64,6 +64,8 @@ IN_BUFFER = b"\x00"
 _WATCH_SECONDS = 0.2
 # How long one step of an abandoned async call may block its worker's loop.
 _ABANDONED_STEP = 1.0
+# The round of an async call cut off twice by a kill: it runs alone (see ``_pool``).
+ALONE = 2
 
 
 class LateResult(Exception):
@@ -395,26 +397,29 @@ class _AsyncRunner:
         self.abandoned: set[asyncio.Future[Any]] = set()
 
     def run(self, program: Any, shared: Any, items: Sequence[Any],
-            limits: tuple[Sequence[float], int]) -> tuple[list[Any], dict[int, tuple[int, Any]]]:
-        times, concurrency = limits
+            limits: tuple[Sequence[float], int, Sequence[int] | None]
+            ) -> tuple[list[Any], dict[int, tuple[int, Any]]]:
+        times, concurrency, rounds = limits
         if self.loop is None or self.loop.is_closed():
             self.loop = asyncio.new_event_loop()
         values: list[Any] = [None] * len(items)
         failures: dict[int, tuple[int, Any]] = {}
         self.loop.run_until_complete(
-            self._all(program, shared, items, times, max(1, concurrency), values, failures))
+            self._all(program, shared, items, times, max(1, concurrency), rounds, values,
+                      failures))
         return values, failures
 
     async def _all(self, program: Any, shared: Any, items: Sequence[Any],
-                   times: Sequence[float], concurrency: int, values: list[Any],
-                   failures: dict[int, tuple[int, Any]]) -> None:
-        gate = asyncio.Semaphore(concurrency)
+                   times: Sequence[float], concurrency: int, rounds: Sequence[int] | None,
+                   values: list[Any], failures: dict[int, tuple[int, Any]]) -> None:
         rows = program.rows(shared)
+        gate = asyncio.Semaphore(concurrency)
 
         async def one(index: int) -> None:
             async with gate:
                 limit = float(times[index])
                 started = time.monotonic()
+                self.log.start(index)
                 stepped: _Stepped | None = None
                 try:
                     stepped = _Stepped(program.start(items[index], rows), index, started,
@@ -435,4 +440,14 @@ class _AsyncRunner:
                     failures[index] = _failure_of(exc)
                     self.log.record(index, failures[index])
 
-        await asyncio.gather(*(one(i) for i in range(len(items))))
+        if rounds is None:
+            await asyncio.gather(*(one(i) for i in range(len(items))))
+            return
+        # Calls are started in the order of their rounds (the gate lets them in first come,
+        # first served): calls a kill cut off once start after every call not yet cut off.
+        # Calls cut off twice run one at a time once all others have finished, so that no
+        # other call can cut them off again (see ``_pool``).
+        await asyncio.gather(*(one(i) for i in sorted(range(len(items)), key=rounds.__getitem__)
+                               if rounds[i] < ALONE))
+        gate = asyncio.Semaphore(1)
+        await asyncio.gather(*(one(i) for i in range(len(items)) if rounds[i] >= ALONE))

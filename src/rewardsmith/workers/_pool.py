@@ -53,6 +53,7 @@ from rewardsmith.workers._batches import (
     _Worker,
 )
 from rewardsmith.workers._child import (
+    ALONE,
     ERROR,
     HALF,
     IN_BUFFER,
@@ -93,6 +94,7 @@ from rewardsmith.workers._proctree import (
 from rewardsmith.workers._resultlog import (
     LOG_BYTES,
     read_log,
+    read_started,
 )
 from rewardsmith.workers._spare import (
     _Spare,
@@ -369,7 +371,7 @@ class WorkerPool:
         ahead.job = job
         if job.key not in worker.known or len(worker.halves_used) != 1:
             return  # loading a program needs a round trip: sent when its turn comes
-        blob = dumps_fast(("run", job.key, job.shared, job.items, _extra(job, None, job.concurrency)))
+        blob = dumps_fast(("run", job.key, job.shared, job.items, _extra(job, None, job.rounds)))
         if len(blob) > _HALF:
             return  # through the pipe, which could block this thread: sent when its turn comes
         self._send_batch(worker, blob)
@@ -381,7 +383,7 @@ class WorkerPool:
         values: list[Any] = [None] * size
         failures: dict[int, Outcome] = {}
         pending: list[int] | None = None  # None: every item, in order (the usual case)
-        concurrency = job.concurrency
+        rounds = None if job.rounds is None else list(job.rounds)  # async: see below
         number = worker.sent  # when already sent, the last batch sent to this worker
         share: tuple[_Job, list[int]] | None = None  # calls offered to the other workers
         restarts = 0  # fresh workers given this batch after one was frozen before it began
@@ -393,7 +395,7 @@ class WorkerPool:
                 items = job.items if pending is None else [job.items[i] for i in pending]
                 worker.slot[_SLOT_START] = 0.0
                 self._send_batch(worker, dumps_fast(("run", job.key, job.shared, items,
-                                                 _extra(job, pending, concurrency))))
+                                                 _extra(job, pending, rounds))))
                 number = worker.sent
             sent = False
             limits = job.limits if pending is None else [job.limits[i] for i in pending]
@@ -455,18 +457,26 @@ class WorkerPool:
                 failures[order[failed_at]] = failure
             pending = [order[p] for p in range(len(order))
                        if (p != failed_at or crossed) and p not in finished]
-            # Async calls cut off by another call's block run again one at a time, so that a
-            # second blocking call cannot cut them off again.
-            concurrency = min(concurrency, 1)
+            if job.concurrency > 0:
+                # Async calls the kill cut off (started, not finished, not the one that blocked)
+                # run again after the calls not yet started, together: awaiting calls still
+                # overlap. A call cut off a second time runs alone, so that none runs more than
+                # three times. Calls not yet started keep their round, and their concurrency.
+                if rounds is None:
+                    rounds = [0] * size
+                for position in read_started(worker.log, len(order)) - finished.keys():
+                    if position != failed_at:
+                        rounds[order[position]] = min(ALONE, rounds[order[position]] + 1)
+                pending.sort(key=rounds.__getitem__)
             worker = spare.replace(worker)
             if (share is None and self.size > 1 and not self._closed
-                    and len(pending) >= (2 if concurrency > 0 else _SHARE_AT_LEAST)):
+                    and len(pending) >= (2 if job.concurrency > 0 else _SHARE_AT_LEAST)):
                 # A call that had to be killed makes the rest of its batch run one at a time
                 # (async) or on a fresh worker: half of what is left is offered to the others,
                 # so that calls which block their worker time out in parallel. (A few sync
                 # calls are not worth another worker's start.)
                 kept = len(pending) // 2
-                share = (self._offer(job, pending[kept:], concurrency), pending[kept:])
+                share = (self._offer(job, pending[kept:], rounds), pending[kept:])
                 pending = pending[:kept]
             if not pending:
                 break
@@ -476,11 +486,12 @@ class WorkerPool:
             job.future.set_result(BatchResult(values, failures))
         return worker
 
-    def _offer(self, job: _Job, indices: list[int], concurrency: int) -> _Job:
+    def _offer(self, job: _Job, indices: list[int], rounds: list[int] | None) -> _Job:
         share = _Job(job.key, [job.items[i] for i in indices], [job.limits[i] for i in indices],
                      job.shared, Future(),
                      None if job.memory is None else [job.memory[i] for i in indices],
-                     concurrency, claim=threading.Lock())
+                     job.concurrency, claim=threading.Lock(),
+                     rounds=None if rounds is None else [rounds[i] for i in indices])
         self._queue.put(share)
         return share
 
@@ -508,11 +519,13 @@ class WorkerPool:
         pid = worker.process.pid
         frozen = _FrozenWatch()
         seen_index, seen_used = -1, None  # the running call, and its worker's memory at first
+        pause = _POLL_SECONDS
         while True:
             try:
-                ready = worker.conn.poll(_POLL_SECONDS)
+                ready = worker.conn.poll(pause)
             except (EOFError, OSError):
                 ready = True
+            pause = _POLL_SECONDS
             if ready:
                 try:
                     message = pickle.loads(worker.conn.recv_bytes())
@@ -554,11 +567,14 @@ class WorkerPool:
                                f"the reward needs more)")
             if started > 0.0:
                 limit = float(limits[index])
-                if time.monotonic() - started > limit:
+                left = limit - (time.monotonic() - started)
+                if left < 0.0:
                     self._kill(worker)
                     return None, index, (
                         TIMEOUT, f"timed out after {limit:g} s (worker process killed)"
                     )
+                # Wake at the deadline rather than up to a poll later.
+                pause = min(_POLL_SECONDS, max(0.001, left + 0.0005))
             elif not worker.process.is_alive():
                 return None, *self._died(worker, number)
 

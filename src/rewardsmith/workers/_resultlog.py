@@ -5,7 +5,9 @@ Layout of the shared block (little-endian, native doubles)::
 
     [0:8)            bytes of records published in the record area (int64)
     [8:8+8n)         one double per call of the batch: its value when it was a finite float,
-                     NOT_DONE before the call finished, IN_RECORDS when its outcome is a record
+                     NOT_DONE before the call started, STARTED while an async call runs (so
+                     that the parent knows which calls a kill cut off), IN_RECORDS when its
+                     outcome is a record
     [8+8n:)          records: (call index: u32, size: u32, pickled outcome)
 
 A record is published (the count at offset 0 moves past it) only once it is whole, so a worker
@@ -20,14 +22,16 @@ import pickle
 import struct
 from typing import Any
 
-__all__ = ["CAPACITY", "LOG_BYTES", "LogWriter", "read_log"]
+__all__ = ["CAPACITY", "LOG_BYTES", "LogWriter", "read_log", "read_started"]
 
 CAPACITY = 1 << 17  # calls logged per batch
 _RECORDS = 8 << 20  # bytes of records per batch
 LOG_BYTES = 8 + 8 * CAPACITY + _RECORDS
-# Two NaN payloads that no float result takes: a NaN result is sent as a record, not a double.
+# NaN payloads that no float result takes: a NaN result is sent as a record, not a double.
 NOT_DONE = 0x7FF8_DEAD_0000_0001
 IN_RECORDS = 0x7FF8_DEAD_0000_0002
+STARTED = 0x7FF8_DEAD_0000_0003
+_MARKERS = (NOT_DONE, IN_RECORDS, STARTED)
 _HEAD = struct.Struct("<II")
 _NOT_DONE_BYTES = struct.pack("<Q", NOT_DONE)
 
@@ -52,6 +56,11 @@ class LogWriter:
         self._count[0] = 0
         n = min(calls, CAPACITY)
         self._raw[8 : 8 + 8 * n] = _NOT_DONE_BYTES * n
+
+    def start(self, index: int) -> None:
+        """Mark a call as running (async calls, several of which run at once)."""
+        if index < CAPACITY:
+            self._bits[index] = STARTED
 
     def record(self, index: int, outcome: Outcome) -> None:
         """Log a call's outcome that is not a plain finite float."""
@@ -79,7 +88,7 @@ def read_log(block: Any, calls: int) -> dict[int, Outcome]:
     done: dict[int, Outcome] = {}
     for index in range(min(calls, CAPACITY)):
         pattern = bits[index]
-        if pattern != NOT_DONE and pattern != IN_RECORDS:
+        if pattern not in _MARKERS:
             done[index] = (0, floats[index])
     records = raw[8 + 8 * CAPACITY :]
     used = min(raw[0:8].cast("q")[0], len(records))
@@ -95,3 +104,10 @@ def read_log(block: Any, calls: int) -> dict[int, Outcome]:
             pass
         offset = start + size
     return done
+
+
+def read_started(block: Any, calls: int) -> set[int]:
+    """The parent's side, once the worker is dead: the calls that had started and not finished
+    (marked by ``LogWriter.start``; a call whose outcome did not fit in the log counts too)."""
+    bits = memoryview(block).cast("B")[8 : 8 + 8 * CAPACITY].cast("Q")
+    return {index for index in range(min(calls, CAPACITY)) if bits[index] == STARTED}
