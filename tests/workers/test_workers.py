@@ -167,3 +167,58 @@ def test_batches_queued_behind_a_hanging_one_are_all_answered() -> None:
     assert list(batches[2].values) == [16.0, 25.0, 36.0, -4.0, -5.0, -6.0]
     assert list(batches[3].values) == [49.0, 64.0, 81.0, -7.0, -8.0, -9.0]
     assert workers.replaced == 1
+
+
+class _DiesBeforeItsFirstCall:
+    """Dies while preparing a batch whose rows say so, before any call of it begins."""
+
+    def segments(self, items: range, shared: list[Any]
+                 ) -> Iterator[tuple[Any, list[Any], Any]]:
+        if shared == ["die"]:
+            import os
+
+            os._exit(1)
+        yield float, list(items), float
+
+    def __call__(self, item: int, shared: list[Any]) -> Any:
+        return float(item)
+
+
+def test_a_worker_dying_before_a_batch_s_first_call_blames_no_call_of_another_batch() -> None:
+    """The worker's slot still named the last call of its previous (larger) batch when it died:
+    that index must not be read as a call of this batch."""
+    with WorkerPool(1) as workers:
+        workers.register("dies", _DiesBeforeItsFirstCall())
+        big = workers.run("dies", range(100), [5.0] * 100, ["fine"]).result()
+        assert list(big.values) == [float(i) for i in range(100)]
+        small = workers.run("dies", range(2), [5.0] * 2, ["die"]).result()
+        assert sorted(small.failures) == [0, 1]
+        assert all("died before running this batch" in f[1] for f in small.failures.values())
+        again = workers.run("dies", range(3), [5.0] * 3, ["fine"]).result()
+        assert list(again.values) == [0.0, 1.0, 2.0]
+
+
+def test_a_batch_sent_ahead_to_a_worker_that_died_waits_for_its_successor() -> None:
+    """Sending the next batch ahead to a worker that died during its batch (a broken pipe) is
+    not the batch's failure: it stays taken, unsent, for the worker that replaces it."""
+    from concurrent.futures import Future
+
+    from rewardsmith.workers._batches import _Ahead, _Job
+
+    workers = WorkerPool(1)  # no program registered: no driver competes for the queue
+    try:
+        workers._programs["p"] = cloudpickle.dumps(_DiesBeforeItsFirstCall())
+        worker = workers._spawn()
+        workers._ensure_program(worker, "p")
+        worker.halves_used.append(0)  # as if a batch were running
+        worker.process.kill()
+        worker.process.join(timeout=5)
+        job = _Job("p", range(3), [5.0] * 3, ["fine"], Future())
+        workers._queue.put(job)
+        ahead = _Ahead()
+        workers._send_ahead(worker, ahead)  # a broken pipe: must not raise
+        assert ahead.job is job and ahead.worker is None
+        assert worker.sent == 0 and worker.halves_used == [0]
+        workers._kill(worker, replaced=False)
+    finally:
+        workers.close()

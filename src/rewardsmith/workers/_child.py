@@ -52,8 +52,9 @@ __all__ = ["worker_tag", "SLOT_SIZE", "SLOT_INDEX", "SLOT_START", "SLOT_BATCH", 
 OK, ERROR, TIMEOUT = 0, 1, 2
 # A reply flag: the worker hit MemoryError and will exit after this reply; replace it.
 RECYCLE = "recycle"
-# The shared slot: the running call's index in its batch, when it started (0.0 between calls,
-# and between the steps of async calls), and which batch (counted per worker) it belongs to.
+# The shared slot: the running call's index in its batch (-1 before the batch's first call),
+# when it started (0.0 between calls, and between the steps of async calls), and which batch
+# (counted per worker) it belongs to.
 SLOT_INDEX, SLOT_START, SLOT_BATCH = 0, 1, 2
 SLOT_SIZE = 3
 # Batches travel through a buffer shared with each worker, in two halves so that the next batch
@@ -194,6 +195,7 @@ def worker_main(conn: Any, slot: Any, buffer: Any, log_block: Any, owner: int) -
                 message = pickle.loads(raw)
             except BaseException as exc:  # noqa: BLE001 - only a batch carries user data
                 batches += 1
+                view[SLOT_INDEX] = -1.0
                 view[SLOT_BATCH] = batches
                 del raw
                 conn.send_bytes(pickle.dumps((
@@ -217,6 +219,9 @@ def worker_main(conn: Any, slot: Any, buffer: Any, log_block: Any, owner: int) -
             else:
                 _, key, shared, items, limits = message
                 batches += 1
+                # No call of this batch running yet: the index the last batch left would name
+                # a call of this one (or none at all) to the parent.
+                view[SLOT_INDEX] = -1.0
                 view[SLOT_START] = 0.0
                 view[SLOT_BATCH] = batches
                 log.reset(len(items))

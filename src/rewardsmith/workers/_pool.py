@@ -374,7 +374,10 @@ class WorkerPool:
         blob = dumps_fast(("run", job.key, job.shared, job.items, _extra(job, None, job.rounds)))
         if len(blob) > _HALF:
             return  # through the pipe, which could block this thread: sent when its turn comes
-        self._send_batch(worker, blob)
+        try:
+            self._send_batch(worker, blob)
+        except OSError:  # the worker died during its batch: sent to its successor in turn
+            return
         ahead.worker = worker
 
     def _run_job(self, worker: _Worker, job: _Job, sent: bool, ahead: _Ahead,
@@ -394,8 +397,18 @@ class WorkerPool:
                 self._ensure_program(worker, job.key)
                 items = job.items if pending is None else [job.items[i] for i in pending]
                 worker.slot[_SLOT_START] = 0.0
-                self._send_batch(worker, dumps_fast(("run", job.key, job.shared, items,
-                                                 _extra(job, pending, rounds))))
+                try:
+                    self._send_batch(worker, dumps_fast(("run", job.key, job.shared, items,
+                                                     _extra(job, pending, rounds))))
+                except OSError:
+                    # The worker died since it was last seen (between batches): nothing of
+                    # this batch ran, and a fresh worker takes it.
+                    if restarts >= 2:
+                        raise
+                    restarts += 1
+                    self._kill(worker)
+                    worker = spare.replace(worker)
+                    continue
                 number = worker.sent
             sent = False
             limits = job.limits if pending is None else [job.limits[i] for i in pending]
@@ -441,19 +454,21 @@ class WorkerPool:
             order = list(todo)
             finished = read_log(worker.log, len(order))
             for position, outcome in finished.items():
-                if position != failed_at and position < len(order):
+                # A call the kill named may have finished (and logged its outcome) just as the
+                # kill landed, the worker already on the next call: what it logged stands.
+                if position < len(order):
                     if outcome[0] == OK:
                         values[order[position]] = outcome[1]
                     else:
                         failures[order[position]] = outcome
             crossed = (failure[1].startswith(_OVER_MEMORY) and _HELD_BEFORE in failure[1]
-                       and order[failed_at] not in retried)
+                       and order[failed_at] not in retried and failed_at not in finished)
             if crossed:
                 # The worker's memory crossed the limit during this call, but most of it was
                 # held before the call began (what earlier calls left behind): the call runs
                 # once more, on a fresh worker, and fails only if it crosses the limit there.
                 retried.add(order[failed_at])
-            else:
+            elif failed_at not in finished:
                 failures[order[failed_at]] = failure
             pending = [order[p] for p in range(len(order))
                        if (p != failed_at or crossed) and p not in finished]
@@ -530,7 +545,7 @@ class WorkerPool:
                 try:
                     message = pickle.loads(worker.conn.recv_bytes())
                 except (EOFError, OSError):
-                    return None, *self._died(worker, number)
+                    return None, *self._died(worker, number, len(limits))
                 worker.halves_used.pop(0)  # replies come in the order batches were sent
                 if message[0] == "unreadable":
                     return None, -1, (ERROR, message[1])
@@ -541,7 +556,7 @@ class WorkerPool:
                 return None, -1, (ERROR, "the worker pool was closed while this call ran")
             if slot[_SLOT_BATCH] != number:  # not started yet (or still reading the batch)
                 if not worker.process.is_alive():
-                    return None, *self._died(worker, number)
+                    return None, *self._died(worker, number, len(limits))
                 if frozen.frozen(pid):  # stopped (SIGSTOP) before the batch began
                     self._kill(worker)
                     return None, _NEVER_STARTED, (
@@ -553,12 +568,17 @@ class WorkerPool:
             if slot[_SLOT_INDEX] != index_seen:
                 continue  # the worker moved to the next call while we read: look again
             index = int(index_seen)
-            if memory is not None and 0 <= index < len(memory):
+            if not 0 <= index < len(limits):  # the batch's first call has not begun
+                if not worker.process.is_alive():
+                    return None, *self._died(worker, number, len(limits))
+                continue
+            if memory is not None:
                 used = resident_bytes(pid)
                 allowed = float(memory[index])
                 if index != seen_index:  # the first look at this call: what it started with
                     seen_index, seen_used = index, used
-                if used is not None and used > allowed * (1 << 20):
+                if (used is not None and used > allowed * (1 << 20)
+                        and _still(slot, index_seen, started)):
                     self._kill(worker)
                     held = seen_used is not None and seen_used > _HELD_SHARE * allowed * (1 << 20)
                     return None, index, (
@@ -568,7 +588,7 @@ class WorkerPool:
             if started > 0.0:
                 limit = float(limits[index])
                 left = limit - (time.monotonic() - started)
-                if left < 0.0:
+                if left < 0.0 and _still(slot, index_seen, started):
                     self._kill(worker)
                     return None, index, (
                         TIMEOUT, f"timed out after {limit:g} s (worker process killed)"
@@ -576,11 +596,11 @@ class WorkerPool:
                 # Wake at the deadline rather than up to a poll later.
                 pause = min(_POLL_SECONDS, max(0.001, left + 0.0005))
             elif not worker.process.is_alive():
-                return None, *self._died(worker, number)
+                return None, *self._died(worker, number, len(limits))
 
-    def _died(self, worker: _Worker, number: int) -> tuple[int, Outcome]:
-        started = worker.slot[_SLOT_BATCH] == number
-        index = int(worker.slot[_SLOT_INDEX]) if started else -1
+    def _died(self, worker: _Worker, number: int, calls: int = 0) -> tuple[int, Outcome]:
+        index = int(worker.slot[_SLOT_INDEX]) if worker.slot[_SLOT_BATCH] == number else -1
+        started = 0 <= index < calls
         worker.process.join(timeout=1)
         code = worker.process.exitcode
         self._kill(worker)
@@ -590,3 +610,8 @@ class WorkerPool:
         return index, (ERROR, f"the worker process died while running this call (exit code {code})")
 
 
+def _still(slot: Any, index: float, started: float) -> bool:
+    """Whether the worker is still on the call seen (same index, same start): read again just
+    before a kill, so that a driver that was not scheduled for a while never kills a worker
+    for a call that has since finished."""
+    return bool(slot[_SLOT_INDEX] == index and slot[_SLOT_START] == started)
