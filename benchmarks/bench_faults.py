@@ -9,6 +9,10 @@ run took at most 1.5x the same run without faults plus the time the timeouts tak
 
     python benchmarks/bench_faults.py [--rollouts 20000] [--rate 0.01] [--timeout 1]
 
+A process counts as left running when a pid file names it or its environment carries the run's
+``SOAK_PIDS`` (what rewards start inherits it). A run that exits non-zero prints the end of
+its stderr; ``SOAK_KEEP_STDERR=PATH`` keeps the whole of it there.
+
 ``--per-kind KIND,KIND,...`` measures instead what each kind of fault costs: for each, a run of
 ``--rollouts`` holding ``--rate`` of that fault alone against the same run without faults,
 reported as the time a fault adds beyond its own timeout spread over the workers.
@@ -111,6 +115,7 @@ class RunResult:
     events: Counter[tuple[str, str, str]]  # (start|done, component, rollout) -> count
     spawned: int
     left: list[tuple[int, str]]  # processes started by rewards still running: pid, rollout
+    stderr_tail: str  # the end of what the run wrote to stderr
 
 
 def run(folder: Path, name: str, rows: list[dict[str, str]], timeout: float, memory_mb: int,
@@ -142,8 +147,33 @@ def run(folder: Path, name: str, rows: list[dict[str, str]], timeout: float, mem
     spawned = [(int(line.split()[0]), line.split()[1])
                for line in pids.read_text().splitlines()] if pids.exists() else []
     time.sleep(0.5)
-    return RunResult(seconds, done.returncode, scored, unparseable, events, len(spawned),
-                     [(pid, rollout) for pid, rollout in spawned if alive(pid)])
+    left = [(pid, rollout) for pid, rollout in spawned if alive(pid)]
+    # Also what no pid file names (a daemon killed before it wrote its pid, or one that wrote
+    # nothing): every process the run started carries SOAK_PIDS in its environment.
+    named = {pid for pid, _ in left}
+    left += [(pid, "?") for pid in carrying(f"SOAK_PIDS={pids}") if pid not in named]
+    errors = (folder / f"{name}.stderr").read_bytes()
+    if done.returncode != 0 and os.environ.get("SOAK_KEEP_STDERR"):
+        Path(os.environ["SOAK_KEEP_STDERR"]).write_bytes(errors)
+    tail = errors[-4000:].decode("utf-8", "replace")
+    return RunResult(seconds, done.returncode, scored, unparseable, events, len(spawned), left,
+                     tail)
+
+
+def carrying(entry: str) -> list[int]:
+    """Live processes (not zombies) whose environment holds ``entry`` (``NAME=value``)."""
+    found = []
+    wanted = entry.encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as handle:
+                if wanted in handle.read().split(b"\0") and alive(int(name)):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
 
 
 def fill_seconds(memory_mb: int, tries: int = 5) -> float:
@@ -262,6 +292,9 @@ def main() -> int:
               f"process of their own, {hogs * fill / args.workers:.1f} s over "
               f"{args.workers} workers; the target counting it: "
               f"{allowed + hogs * fill / args.workers:.1f} s")
+    if faulty.exit_code != 0:
+        problems.append(f"exit code {faulty.exit_code}")
+        print(f"the end of its stderr:\n{faulty.stderr_tail}")
     for problem in problems:
         print(f"FAIL: {problem}")
     print("PASS" if not problems else "FAILED")
