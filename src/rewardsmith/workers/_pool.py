@@ -571,6 +571,11 @@ class WorkerPool:
             if not 0 <= index < len(limits):  # the batch's first call has not begun
                 if not worker.process.is_alive():
                     return None, *self._died(worker, number, len(limits))
+                if frozen.frozen(pid):  # stopped (SIGSTOP) before its first call
+                    self._kill(worker)
+                    return None, _NEVER_STARTED, (
+                        ERROR, f"the worker process was stopped (SIGSTOP) for "
+                               f"{_FROZEN_SECONDS:g} s before running this call")
                 continue
             if memory is not None:
                 used = resident_bytes(pid)
@@ -598,7 +603,7 @@ class WorkerPool:
             elif not worker.process.is_alive():
                 return None, *self._died(worker, number, len(limits))
 
-    def _died(self, worker: _Worker, number: int, calls: int = 0) -> tuple[int, Outcome]:
+    def _died(self, worker: _Worker, number: int, calls: int) -> tuple[int, Outcome]:
         index = int(worker.slot[_SLOT_INDEX]) if worker.slot[_SLOT_BATCH] == number else -1
         started = 0 <= index < calls
         worker.process.join(timeout=1)
