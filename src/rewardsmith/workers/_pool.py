@@ -486,10 +486,10 @@ class WorkerPool:
             worker = spare.replace(worker)
             if (share is None and self.size > 1 and not self._closed
                     and len(pending) >= (2 if job.concurrency > 0 else _SHARE_AT_LEAST)):
-                # A call that had to be killed makes the rest of its batch run one at a time
-                # (async) or on a fresh worker: half of what is left is offered to the others,
-                # so that calls which block their worker time out in parallel. (A few sync
-                # calls are not worth another worker's start.)
+                # A call that had to be killed sends the rest of its batch to a fresh worker:
+                # half of what is left is offered to the others, so that calls which block
+                # their worker time out in parallel. (A few sync calls are not worth another
+                # worker's start.)
                 kept = len(pending) // 2
                 share = (self._offer(job, pending[kept:], rounds), pending[kept:])
                 pending = pending[:kept]
