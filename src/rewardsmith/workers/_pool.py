@@ -555,23 +555,17 @@ class WorkerPool:
                 self._kill(worker, replaced=False)
                 return None, -1, (ERROR, "the worker pool was closed while this call ran")
             if slot[_SLOT_BATCH] != number:  # not started yet (or still reading the batch)
-                if not worker.process.is_alive():
-                    return None, *self._died(worker, number, len(limits))
-                if frozen.frozen(pid):  # stopped (SIGSTOP) before the batch began
-                    self._kill(worker)
-                    return None, _NEVER_STARTED, (
-                        ERROR, f"the worker process was stopped (SIGSTOP) for "
-                               f"{_FROZEN_SECONDS:g} s before running this call")
-                continue
-            index_seen = slot[_SLOT_INDEX]
-            started = slot[_SLOT_START]
-            if slot[_SLOT_INDEX] != index_seen:
-                continue  # the worker moved to the next call while we read: look again
+                index_seen, started = -1.0, 0.0
+            else:
+                index_seen = slot[_SLOT_INDEX]
+                started = slot[_SLOT_START]
+                if slot[_SLOT_INDEX] != index_seen:
+                    continue  # the worker moved to the next call while we read: look again
             index = int(index_seen)
-            if not 0 <= index < len(limits):  # the batch's first call has not begun
+            if not 0 <= index < len(limits):  # the batch, or its first call, has not begun
                 if not worker.process.is_alive():
                     return None, *self._died(worker, number, len(limits))
-                if frozen.frozen(pid):  # stopped (SIGSTOP) before its first call
+                if frozen.frozen(pid):  # stopped (SIGSTOP) before running any call of it
                     self._kill(worker)
                     return None, _NEVER_STARTED, (
                         ERROR, f"the worker process was stopped (SIGSTOP) for "
